@@ -1,0 +1,63 @@
+"""A name -> factory registry with a decorator, as timm's ``@register_model``."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Factories registered under names; an unknown name lists the known ones.
+
+    Parameters
+    ----------
+    kind : str
+        What the registry holds, for error messages (``"model"``, ``"dataset"``).
+    parameter : str
+        Name of the argument users pass the name in, for error messages (``"name"``, ``"--model"``).
+
+    Examples
+    --------
+    >>> shapes = Registry("shape")
+    >>> @shapes.register("square")
+    ... def square(side):
+    ...     return side * side
+    >>> shapes.get("square")(3)
+    9
+    >>> shapes.names()
+    ['square']
+    """
+
+    def __init__(self, kind: str, parameter: str = "name"):
+        self.kind = kind
+        self.parameter = parameter
+        self._factories: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Return a decorator that registers its target under ``name``."""
+
+        def decorator(factory: T) -> T:
+            if name in self._factories:
+                raise AssertionError(f"{self.kind} {name!r} is registered twice")
+            self._factories[name] = factory
+            return factory
+
+        return decorator
+
+    def get(self, name: str) -> T:
+        """Return the factory registered under ``name``."""
+        try:
+            return self._factories[name]
+        except (KeyError, TypeError):
+            known = ", ".join(sorted(self._factories))
+            raise ValueError(f"unknown {self.kind} `{self.parameter}`={name!r}; known: {known}") from None
+
+    def names(self, pattern: str = "*") -> list[str]:
+        """Return the registered names matching the shell-style ``pattern``, sorted."""
+        return sorted(name for name in self._factories if fnmatch.fnmatchcase(name, pattern))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories

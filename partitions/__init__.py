@@ -1,0 +1,25 @@
+"""Label-skew and quantity-skew partitions of a dataset, in pure numpy.
+
+Import without any deep-learning framework: ``partitions`` needs numpy and scipy alone
+(matplotlib only for `partitions.plot`).
+"""
+
+from .dirichlet import dirichlet
+from .iid import iid
+from .multilabel import multilabel_dirichlet
+from .noise import feature_noise_levels
+from .partition import Partition
+from .pathological import pathological
+from .quantity import quantity_skew
+from .shards import shards
+
+__all__ = [
+    "Partition",
+    "dirichlet",
+    "feature_noise_levels",
+    "iid",
+    "multilabel_dirichlet",
+    "pathological",
+    "quantity_skew",
+    "shards",
+]

@@ -1,0 +1,241 @@
+"""The `Partition`: which samples each partition (client, rank) holds, and how it was made."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_NAME = "fedsim.partition"
+FORMAT_VERSION = 1
+
+
+class Partition(Sequence):
+    """Disjoint index arrays into one dataset, with the scheme, parameters and seed that made them.
+
+    A `Partition` is a sequence of 1-D ``int64`` arrays, one per partition, each sorted
+    ascending. Indices are disjoint and lie in ``[0, num_samples)``. Every sample is in at
+    most one partition; a scheme that leaves samples out (pathological classes nobody holds,
+    the remainder of McMahan shards) reports them in `unassigned`.
+
+    Parameters
+    ----------
+    indices : sequence of array_like
+        One array of sample indices per partition.
+    num_samples : int
+        Size of the dataset the indices point into.
+    scheme : str
+        Name of the partitioner that made it, e.g. ``"dirichlet"``.
+    params : mapping, optional
+        The partitioner's parameters, JSON-serialisable.
+    seed : int or None, optional
+        The seed the partitioner was given.
+
+    Examples
+    --------
+    >>> p = Partition([[0, 2], [1, 3]], num_samples=4, scheme="manual")
+    >>> p.sizes.tolist()
+    [2, 2]
+    >>> p.counts([0, 0, 1, 1]).tolist()
+    [[1, 1], [1, 1]]
+    """
+
+    def __init__(self, indices, num_samples: int, scheme: str, params: Mapping | None = None, seed=None):
+        self._indices = tuple(np.sort(np.asarray(part, dtype=np.int64).ravel()) for part in indices)
+        self.num_samples = int(num_samples)
+        self.scheme = str(scheme)
+        self.params = dict(params or {})
+        self.seed = seed
+        _check_disjoint_in_range(self._indices, self.num_samples)
+
+    # -- sequence protocol ---------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, index):
+        return self._indices[index]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        return iter(self._indices)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Partition):
+            return NotImplemented
+        return (
+            self.num_samples == other.num_samples
+            and len(self) == len(other)
+            and all(np.array_equal(a, b) for a, b in zip(self, other))
+        )
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.params.items() if k != "num_partitions")
+        return (
+            f"Partition(scheme={self.scheme!r}, num_partitions={len(self)}, "
+            f"num_samples={self.num_samples}, {params + ', ' if params else ''}seed={self.seed!r})"
+        )
+
+    # -- views -------------------------------------------------------------------------
+    @property
+    def num_partitions(self) -> int:
+        """Number of partitions."""
+        return len(self._indices)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """Number of samples in each partition."""
+        return np.array([part.size for part in self._indices], dtype=np.int64)
+
+    @property
+    def unassigned(self) -> np.ndarray:
+        """Sorted indices of the samples that no partition holds."""
+        return np.flatnonzero(self.assignment() < 0)
+
+    def assignment(self) -> np.ndarray:
+        """Return the partition id of every sample, ``-1`` for a sample no partition holds."""
+        owner = np.full(self.num_samples, -1, dtype=np.int64)
+        for pid, part in enumerate(self._indices):
+            owner[part] = pid
+        return owner
+
+    def shard(self, rank: int) -> np.ndarray:
+        """Return the sample indices of partition ``rank`` (a DDP rank or client id)."""
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
+            raise TypeError(f"`rank` must be an integer, got {rank!r}")
+        if not 0 <= rank < len(self):
+            raise ValueError(f"`rank` must be between 0 and {len(self) - 1}, got {rank}")
+        return self._indices[rank]
+
+    def counts(self, labels, num_classes: int | None = None) -> np.ndarray:
+        """Return the (partitions x classes) matrix of label counts.
+
+        Parameters
+        ----------
+        labels : array_like
+            Integer class ids, one per sample, or a multi-hot (samples x classes) matrix,
+            in which case a sample counts once for every label it carries.
+        num_classes : int, optional
+            Number of columns; defaults to ``max(labels) + 1`` (or the matrix width).
+        """
+        labels = np.asarray(labels)
+        if labels.shape[0] != self.num_samples:
+            raise ValueError(
+                f"`labels` has {labels.shape[0]} entries but the partition covers {self.num_samples} samples"
+            )
+        if labels.ndim == 2:
+            width = labels.shape[1] if num_classes is None else num_classes
+            table = np.zeros((len(self), width), dtype=np.int64)
+            for pid, part in enumerate(self._indices):
+                table[pid] = labels[part].sum(axis=0, dtype=np.int64)[:width]
+            return table
+        labels = labels.astype(np.int64, copy=False)
+        width = int(labels.max()) + 1 if num_classes is None else int(num_classes)
+        owner = self.assignment()
+        held = owner >= 0
+        flat = owner[held] * width + labels[held]
+        return np.bincount(flat, minlength=len(self) * width).reshape(len(self), width)
+
+    def label_distribution(self, labels, num_classes: int | None = None) -> np.ndarray:
+        """Return each partition's label distribution (rows sum to 1; NaN rows for empty partitions)."""
+        table = self.counts(labels, num_classes).astype(float)
+        totals = table.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return table / totals
+
+    # -- persistence -------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        """Return the JSON-ready form that `save` writes."""
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "scheme": self.scheme,
+            "params": self.params,
+            "seed": self.seed,
+            "num_samples": self.num_samples,
+            "indices": [part.tolist() for part in self._indices],
+        }
+
+    def save(self, path) -> Path:
+        """Write the partition to ``path`` as JSON, atomically (a temporary file, then a rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(self.to_dict(), separators=(",", ":")))
+        return path
+
+    @classmethod
+    def from_dict(cls, data, source: str = "data") -> Partition:
+        """Rebuild a partition from `to_dict` output, validating it."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+            raise ValueError(f"{source} is not a fedsim partition (no \"format\": \"{FORMAT_NAME}\" field)")
+        if data.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"{source} has partition format version {data.get('version')!r}; "
+                f"this fedsim reads version {FORMAT_VERSION}"
+            )
+        missing = [key for key in ("scheme", "params", "seed", "num_samples", "indices") if key not in data]
+        if missing:
+            raise ValueError(f"{source} is a corrupt partition file: missing {', '.join(missing)}")
+        indices = data["indices"]
+        if not isinstance(indices, list) or not all(isinstance(part, list) for part in indices):
+            raise ValueError(f"{source} is a corrupt partition file: `indices` must be a list of lists")
+        try:
+            arrays = [np.asarray(part, dtype=np.int64) for part in indices]
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{source} is a corrupt partition file: `indices` must hold integers") from None
+        try:
+            return cls(arrays, data["num_samples"], data["scheme"], data["params"], data["seed"])
+        except ValueError as error:
+            raise ValueError(f"{source} is a corrupt partition file: {error}") from None
+
+    @classmethod
+    def load(cls, path) -> Partition:
+        """Read a partition written by `save`, checking it is well formed, disjoint and in range."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no partition file at {path}") from None
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not a fedsim partition file (not UTF-8 JSON)") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path} is a corrupt partition file: invalid JSON ({error})") from None
+        return cls.from_dict(data, source=str(path))
+
+
+def _check_disjoint_in_range(indices: Sequence[np.ndarray], num_samples: int) -> None:
+    if num_samples < 0:
+        raise ValueError(f"`num_samples` must be >= 0, got {num_samples}")
+    total = sum(part.size for part in indices)
+    if total == 0:
+        return
+    flat = np.concatenate(indices)
+    if flat.min() < 0 or flat.max() >= num_samples:
+        bad = flat[(flat < 0) | (flat >= num_samples)][0]
+        raise ValueError(f"index {bad} is out of range for {num_samples} samples")
+    # bincount is O(n) where np.unique would sort a million indices
+    if np.bincount(flat, minlength=num_samples).max() > 1:
+        raise ValueError("the partitions overlap: a sample index appears more than once")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+
+    A reader sees the old file or the new one, never half of one, even if the writer is killed.
+    """
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

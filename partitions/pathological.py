@@ -1,0 +1,130 @@
+"""Pathological label skew #C=k: every partition holds exactly k classes (NIID-Bench ``noniid-#label``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ._checks import check_labels, check_num_partitions, check_positive_int, check_seed
+from ._layout import class_blocks, split_class_blocks
+from .partition import Partition
+
+CLASS_ASSIGNMENT_MODES = ("random", "deterministic", "first-deterministic")
+
+
+def pathological(
+    labels,
+    num_partitions: int,
+    num_classes_per_partition: int,
+    *,
+    class_assignment_mode: str = "random",
+    seed: int | None = None,
+) -> Partition:
+    """Give every partition exactly ``k`` distinct classes, each class split evenly among its holders.
+
+    Classes are those present in ``labels``. How each partition's classes are chosen:
+
+    - ``"random"``: ``k`` classes at random, without replacement;
+    - ``"deterministic"``: partition ``p`` takes classes ``(p + i) % C`` for ``i < k``, so every
+      class is held when ``num_partitions >= C``;
+    - ``"first-deterministic"``: class ``p % C`` first, then ``k - 1`` others at random
+      (NIID-Bench's assignment).
+
+    A class's samples (shuffled) are split among its holders in sizes that differ by at most
+    one. A class that no partition holds is left out, with a warning.
+
+    Follows McMahan et al. (2017) and NIID-Bench (Li et al., ICDE 2022), with the modes named as in
+    flwr-datasets' ``PathologicalPartitioner``.
+
+    Parameters
+    ----------
+    labels : array_like of int
+        One class id per sample.
+    num_partitions : int
+        Number of partitions, between 1 and the number of samples.
+    num_classes_per_partition : int
+        ``k``, between 1 and the number of classes present.
+    class_assignment_mode : {"random", "deterministic", "first-deterministic"}
+    seed : int, optional
+        Seed for ``np.random.default_rng``.
+
+    Returns
+    -------
+    Partition
+
+    Examples
+    --------
+    >>> labels = np.repeat(np.arange(4), 10)
+    >>> p = pathological(labels, 4, 2, class_assignment_mode="deterministic", seed=0)
+    >>> (p.counts(labels) > 0).sum(axis=1).tolist()
+    [2, 2, 2, 2]
+    """
+    labels = check_labels(labels)
+    num_partitions = check_num_partitions(num_partitions, labels.size)
+    k = check_positive_int(num_classes_per_partition, "num_classes_per_partition")
+    num_classes = int(labels.max()) + 1
+    present = np.flatnonzero(np.bincount(labels, minlength=num_classes))
+    if k > present.size:
+        raise ValueError(
+            f"`num_classes_per_partition`={k} exceeds the {present.size} classes in `labels`; "
+            f"use a value between 1 and {present.size}"
+        )
+    if class_assignment_mode not in CLASS_ASSIGNMENT_MODES:
+        raise ValueError(
+            f"`class_assignment_mode` must be one of {', '.join(CLASS_ASSIGNMENT_MODES)}; "
+            f"got {class_assignment_mode!r}"
+        )
+    seed = check_seed(seed)
+    rng = np.random.default_rng(seed)
+    order, class_sizes = class_blocks(labels, num_classes, rng)
+    chosen = _choose_classes(num_partitions, present.size, k, class_assignment_mode, rng)
+    holds = np.zeros((num_partitions, num_classes), dtype=bool)
+    holds[np.arange(num_partitions)[:, None], present[chosen]] = True
+
+    holders = holds.sum(axis=0)
+    short = np.flatnonzero((holders > class_sizes) & (holders > 0))
+    if short.size:
+        c = short[0]
+        raise ValueError(
+            f"class {c} has {class_sizes[c]} samples but {holders[c]} partitions hold it, so some would get "
+            f"none of it; use fewer `num_partitions` or a smaller `num_classes_per_partition`"
+        )
+    unheld = present[holders[present] == 0]
+    if unheld.size:
+        warnings.warn(
+            f"{unheld.size} classes ({', '.join(map(str, unheld[:10]))}{', ...' if unheld.size > 10 else ''}) "
+            f"are held by no partition and their {class_sizes[unheld].sum()} samples are left out; use "
+            f"class_assignment_mode='deterministic' with `num_partitions` >= {present.size}, or a larger "
+            f"`num_classes_per_partition`",
+            UserWarning,
+            stacklevel=2,
+        )
+    counts = _even_split_counts(holds, class_sizes)
+    params = {
+        "num_partitions": num_partitions,
+        "num_classes_per_partition": k,
+        "class_assignment_mode": class_assignment_mode,
+    }
+    return Partition(split_class_blocks(order, class_sizes, counts), labels.size, "pathological", params, seed)
+
+
+def _choose_classes(num_partitions: int, num_classes: int, k: int, mode: str, rng: np.random.Generator) -> np.ndarray:
+    """Return a (partitions x k) array of distinct class positions per partition."""
+    rows = np.arange(num_partitions)
+    if mode == "deterministic":
+        return (rows[:, None] + np.arange(k)) % num_classes
+    keys = rng.random((num_partitions, num_classes))
+    if mode == "first-deterministic":
+        keys[rows, rows % num_classes] = -1.0  # sorts first, so class p % C is always taken
+    return np.argsort(keys, axis=1)[:, :k]
+
+
+def _even_split_counts(holds: np.ndarray, class_sizes: np.ndarray) -> np.ndarray:
+    """Return (classes x partitions) counts splitting each class evenly among the partitions that hold it."""
+    holders = holds.sum(axis=0)
+    base = np.divide(class_sizes, holders, out=np.zeros(class_sizes.size), where=holders > 0).astype(np.int64)
+    extra = class_sizes - base * holders
+    rank = np.cumsum(holds, axis=0) - 1  # a holder's position among the class's holders
+    counts = holds * (base + (rank < extra))
+    return counts.T.astype(np.int64)
