@@ -1,0 +1,101 @@
+"""The model registry: ``register_model``, ``create_model`` and ``list_models``, as in timm."""
+
+from __future__ import annotations
+
+import numbers
+
+from torch import nn
+
+from fedsim.registry import Registry
+
+_MODELS = Registry("model", "name")
+
+#: Decorator that registers a factory ``(*, num_classes, in_channels, image_size, norm, se, **kwargs)``.
+register_model = _MODELS.register
+
+
+def _check_positive_int(value, name: str, meaning: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int >= 1 ({meaning}), got {value!r} of type {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"`{name}` must be an int >= 1 ({meaning}), got {value}")
+    return int(value)
+
+
+def create_model(
+    name: str,
+    *,
+    num_classes: int,
+    in_channels: int = 1,
+    image_size: int = 28,
+    norm: str | None = None,
+    se: bool = False,
+    **kwargs,
+) -> nn.Module:
+    """Build the classifier registered under ``name``, freshly initialised (never pretrained).
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_models`.
+    num_classes : int
+        Number of output logits, >= 1.
+    in_channels : int, default 1
+        Image channels: 1 for MNIST, 3 for CIFAR.
+    image_size : int, default 28
+        Height and width of the (square) input: 8 for sklearn's digits, 28 for MNIST, 32 for CIFAR.
+        Models that cannot take a size raise here, not at the first forward.
+    norm : str, optional
+        Normalisation layer, among those the model supports (``'none'``, ``'batch'``, ``'group'``,
+        ``'layer'``); None takes the model's default.
+    se : bool, default False
+        Add squeeze-and-excitation blocks (``cnn`` and ``simple-cnn`` only).
+    **kwargs
+        Model-specific options, documented on each model's factory (``gradient_checkpointing``
+        for ``vit-tiny``, for instance).
+
+    Returns
+    -------
+    torch.nn.Module
+        Maps a ``(batch, in_channels, image_size, image_size)`` tensor to ``(batch, num_classes)`` logits.
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``name`` (the message lists the known ones) or a value a model cannot take.
+    TypeError
+        For an argument of the wrong type or an option the model does not have.
+
+    Examples
+    --------
+    >>> import torch
+    >>> model = create_model("cnn", num_classes=10)
+    >>> model(torch.zeros(2, 1, 28, 28)).shape
+    torch.Size([2, 10])
+    """
+    factory = _MODELS.get(name)
+    num_classes = _check_positive_int(num_classes, "num_classes", "number of classes")
+    in_channels = _check_positive_int(in_channels, "in_channels", "1 for grey, 3 for colour images")
+    image_size = _check_positive_int(image_size, "image_size", "input height and width in pixels")
+    if norm is not None and not isinstance(norm, str):
+        raise TypeError(f"`norm` must be a string or None, got {norm!r} of type {type(norm).__name__}")
+    if not isinstance(se, bool):
+        raise TypeError(f"`se` must be a bool, got {se!r} of type {type(se).__name__}")
+    try:
+        return factory(
+            num_classes=num_classes, in_channels=in_channels, image_size=image_size, norm=norm, se=se, **kwargs
+        )
+    except ValueError as error:
+        # The model-level checks do not know the name the model was registered under.
+        raise ValueError(f"model {name!r}: {error}") from None
+
+
+def list_models(pattern: str = "*") -> list[str]:
+    """Return the registered model names matching the shell-style ``pattern``, sorted.
+
+    Examples
+    --------
+    >>> list_models("resnet*")
+    ['resnet18']
+    """
+    return _MODELS.names(pattern)

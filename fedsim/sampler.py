@@ -1,0 +1,66 @@
+"""`ShardSampler`: a drop-in for ``DistributedSampler`` that reads a rank's shard from a `Partition`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+from partitions import Partition
+
+
+class ShardSampler(Sampler[int]):
+    """Yield the indices of one rank's partition, reshuffled every epoch.
+
+    Use it where a DDP script uses ``DistributedSampler``: the rank reads its own (possibly
+    Non-IID, possibly uneven) shard instead of an IID slice.
+
+    Parameters
+    ----------
+    partition : partitions.Partition
+        One partition per rank.
+    rank : int
+        This process's rank, ``0 <= rank < len(partition)``.
+    shuffle : bool, default True
+        Reshuffle the shard every epoch (seeded by ``seed + epoch``, as ``DistributedSampler``).
+    seed : int, default 0
+        Must be the same on every rank.
+    drop_last : bool, default False
+        Truncate every rank to the smallest shard's size, so that all ranks take the same number
+        of steps and plain DDP needs no ``Join``. Without it, uneven shards give ranks different
+        step counts: wrap the loop in ``torch.distributed.algorithms.join.Join``.
+
+    Examples
+    --------
+    >>> p = Partition([[0, 2, 4], [1, 3]], num_samples=5, scheme="manual")
+    >>> sorted(ShardSampler(p, rank=0))
+    [0, 2, 4]
+    >>> len(ShardSampler(p, rank=0, drop_last=True))
+    2
+    """
+
+    def __init__(self, partition: Partition, rank: int, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+        if not isinstance(partition, Partition):
+            raise TypeError(f"`partition` must be a partitions.Partition, got {type(partition).__name__}")
+        self.indices = torch.from_numpy(partition.shard(rank))
+        self.rank = rank
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.num_samples = int(partition.sizes.min()) if drop_last else self.indices.numel()
+
+    def __iter__(self) -> Iterator[int]:
+        order = self.indices
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(self.seed + self.epoch)
+            order = order[torch.randperm(order.numel(), generator=generator)]
+        return iter(order[: self.num_samples].tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def set_epoch(self, epoch: int) -> None:
+        """Set the epoch, so that each epoch's shuffle differs (call before each epoch, as with DDP)."""
+        self.epoch = epoch
