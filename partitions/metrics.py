@@ -52,16 +52,7 @@ def hellinger(partition, labels) -> np.ndarray:
 
     ``H = sqrt(sum_c (sqrt(p_k(c)) - sqrt(p(c)))^2 / 2)``, in ``[0, 1]``.
 
-    Parameters
-    ----------
-    partition : Partition
-    labels : array_like
-        Class ids or a multi-hot matrix, as in `emd`.
-
-    Returns
-    -------
-    numpy.ndarray
-        One float per partition; NaN for a partition without labels.
+    Parameters and return value are those of `emd`.
 
     Examples
     --------
@@ -78,16 +69,7 @@ def jensen_shannon(partition, labels) -> np.ndarray:
     The distance is the square root of the Jensen-Shannon divergence in base 2, so it lies in
     ``[0, 1]`` (the same value as ``scipy.spatial.distance.jensenshannon(p_k, p, base=2)``).
 
-    Parameters
-    ----------
-    partition : Partition
-    labels : array_like
-        Class ids or a multi-hot matrix, as in `emd`.
-
-    Returns
-    -------
-    numpy.ndarray
-        One float per partition; NaN for a partition without labels.
+    Parameters and return value are those of `emd`.
 
     Examples
     --------
@@ -104,16 +86,7 @@ def effective_num_classes(partition, labels) -> np.ndarray:
     The Hill number of order 1 of ``p_k``: ``exp(-sum_c p_k(c) ln p_k(c))``. A partition with
     one class gives exactly 1; one with ``m`` equally frequent classes gives ``m``.
 
-    Parameters
-    ----------
-    partition : Partition
-    labels : array_like
-        Class ids or a multi-hot matrix, as in `emd`.
-
-    Returns
-    -------
-    numpy.ndarray
-        One float per partition; NaN for a partition without labels.
+    Parameters and return value are those of `emd`.
 
     Examples
     --------

@@ -62,8 +62,8 @@ def multilabel_dirichlet(
     --------
     >>> rng = np.random.default_rng(0)
     >>> y = rng.random((200, 5)) < 0.3
-    >>> multilabel_dirichlet(y, 4, alpha=0.5, seed=0).sizes.sum()
-    np.int64(200)
+    >>> int(multilabel_dirichlet(y, 4, alpha=0.5, seed=0).sizes.sum())
+    200
     """
     matrix = check_label_matrix(label_matrix)
     n, num_classes = matrix.shape

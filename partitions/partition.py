@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ._checks import check_labels
+
 FORMAT_NAME = "fedsim.partition"
 FORMAT_VERSION = 1
 
@@ -123,18 +125,22 @@ class Partition(Sequence):
             Number of columns; defaults to ``max(labels) + 1`` (or the matrix width).
         """
         labels = np.asarray(labels)
-        if labels.shape[0] != self.num_samples:
+        if labels.ndim not in (1, 2) or labels.shape[0] != self.num_samples:
             raise ValueError(
-                f"`labels` has {labels.shape[0]} entries but the partition covers {self.num_samples} samples"
+                f"`labels` has {labels.shape[0] if labels.ndim else 0} entries (shape {labels.shape}) but the "
+                f"partition covers {self.num_samples} samples: give one label or multi-hot row per sample"
             )
         if labels.ndim == 2:
-            width = labels.shape[1] if num_classes is None else num_classes
-            table = np.zeros((len(self), width), dtype=np.int64)
+            if num_classes is not None and num_classes != labels.shape[1]:
+                raise ValueError(f"`num_classes`={num_classes} differs from the {labels.shape[1]} label columns")
+            table = np.zeros((len(self), labels.shape[1]), dtype=np.int64)
             for pid, part in enumerate(self._indices):
-                table[pid] = labels[part].sum(axis=0, dtype=np.int64)[:width]
+                table[pid] = labels[part].sum(axis=0, dtype=np.int64)
             return table
-        labels = labels.astype(np.int64, copy=False)
-        width = int(labels.max()) + 1 if num_classes is None else int(num_classes)
+        labels = check_labels(labels) if labels.size else labels.astype(np.int64)
+        width = (int(labels.max()) + 1 if labels.size else 0) if num_classes is None else int(num_classes)
+        if labels.size and labels.max() >= width:
+            raise ValueError(f"`labels` hold class {labels.max()} but `num_classes`={width}")
         owner = self.assignment()
         held = owner >= 0
         flat = owner[held] * width + labels[held]
@@ -231,6 +237,7 @@ def write_atomic(path: Path, text: str) -> None:
     """
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it private; give it a normal file's mode
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -239,3 +246,9 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

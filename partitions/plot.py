@@ -1,9 +1,7 @@
 """Pictures of how the labels spread over the partitions: stacked bars, heatmaps and bubble charts.
 
-matplotlib is imported inside the functions, so ``partitions`` itself never needs it. Figures are
-built with `matplotlib.figure.Figure` directly, never through pyplot: nothing touches global
-state and no display is needed. Every function returns the Figure and, given ``path``, also
-writes it there as a PNG.
+matplotlib is imported inside the functions, so ``partitions`` never needs it otherwise. Figures are
+`matplotlib.figure.Figure` objects made without pyplot: no global state, no display needed.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ KINDS = ("stacked", "heatmap", "bubbles")
 _MAX_TICKS = 30  # beyond this, tick labels overlap: label every n-th row or column
 _MAX_ANNOTATED_CELLS = 400
 _MAX_LEGEND_CLASSES = 40  # a legend of more swatches is unreadable; heatmaps and bubbles name classes on the axis
-_BUBBLE_AREA = 500.0  # marker area (points^2) of the largest count when cells are roomy
+_BUBBLE_DIAMETER = 24.0  # points, of the largest bubble when cells are roomy
 
 
 def stacked_bars(partition, labels, *, percent=False, path=None, max_partitions=50, class_names=None, title=None,
@@ -43,7 +41,7 @@ def stacked_bars(partition, labels, *, percent=False, path=None, max_partitions=
     max_partitions : int, default 50
         Show only the first ``max_partitions`` partitions; the panel title says so.
     class_names : sequence of str, optional
-        One name per class, for the legend; defaults to the class ids.
+        One name per class, for the legend (drawn for up to 40 classes); defaults to the class ids.
     title : str, optional
         Figure title.
     figsize : (float, float), optional
@@ -79,7 +77,6 @@ def heatmap(partition, labels, *, percent=False, path=None, max_partitions=50, c
     Returns
     -------
     matplotlib.figure.Figure
-        One heatmap axes and one colour-bar axes.
 
     Examples
     --------
@@ -153,12 +150,6 @@ def compare(partitions, labels, *, kind="stacked", percent=True, path=None, max_
 # -- shared machinery --------------------------------------------------------------------------
 
 
-@dataclass
-class _Panel:
-    title: str
-    values: np.ndarray  # (shown partitions x classes)
-
-
 @dataclass(frozen=True)
 class _Style:
     """What every panel of one figure shares, so that equal colours or areas mean equal values."""
@@ -182,23 +173,25 @@ def _render(kind, partitions, labels, percent, path, max_partitions, class_names
     panels = [_panel(name, p, labels, len(names), percent, max_partitions) for name, p in partitions.items()]
 
     figure_class = _require_matplotlib()
-    rows = max(panel.values.shape[0] for panel in panels)
+    rows = max(values.shape[0] for _, values in panels)
+    width, height = figsize or _auto_figsize(kind, rows, len(panels), len(names))
+    # The largest bubble fills most of a grid cell, whose size in points is roughly the panel's over the grid's.
+    panel_width = max(width - 1.2, 0.5 * width) / len(panels)  # less the legend, when there is room for one
+    cell = 72 * min(0.8 * panel_width / len(names), 0.75 * height / rows)
     style = _Style(
         colors=_class_colors(len(names)),
-        vmax=max(float(panel.values.max()) for panel in panels) or 1.0,
-        # Shrink the bubbles as the grid gets denser so that the largest still fits its cell.
-        bubble_area=_BUBBLE_AREA * min(1.0, (12 / max(rows, len(names))) ** 2),
+        vmax=max(float(values.max()) for _, values in panels) or 1.0,
+        bubble_area=min(_BUBBLE_DIAMETER, 0.9 * cell) ** 2,
         percent=bool(percent),
         annotate=annotate,
     )
-    fig = figure_class(figsize=figsize or _auto_figsize(kind, rows, len(panels), len(names)), dpi=dpi,
-                       layout="constrained")
+    fig = figure_class(figsize=(width, height), dpi=dpi, layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     unit = "% of partition" if percent else "count"
-    for ax, panel in zip(axes, panels):
-        artist = _DRAW[kind](ax, panel.values, style)
-        ax.set_title(panel.title)
-        _set_ticks(ax, kind, panel.values.shape[0], names, unit)
+    for ax, (panel_title, values) in zip(axes, panels):
+        artist = _DRAW[kind](ax, values, style)
+        ax.set_title(panel_title)
+        _set_ticks(ax, kind, values.shape[0], names, unit)
     _shared_legend(fig, axes, kind, artist, names, style, unit)
     if title:
         fig.suptitle(title)
@@ -207,7 +200,8 @@ def _render(kind, partitions, labels, percent, path, max_partitions, class_names
     return fig
 
 
-def _panel(name, partition, labels, num_classes, percent, max_partitions) -> _Panel:
+def _panel(name, partition, labels, num_classes, percent, max_partitions) -> tuple[str, np.ndarray]:
+    """Return a panel's title and its (shown partitions x classes) table of counts or percentages."""
     _check_partition(partition, "partition" if name is None else f"partitions[{name!r}]")
     counts = partition.counts(labels).astype(float)
     counts = np.pad(counts, ((0, 0), (0, num_classes - counts.shape[1])))  # classes named but absent
@@ -217,15 +211,13 @@ def _panel(name, partition, labels, num_classes, percent, max_partitions) -> _Pa
     label = f"{partition.scheme}, K={partition.num_partitions}" if name is None else str(name)
     if partition.num_partitions > max_partitions:
         label += f" (first {max_partitions} of {partition.num_partitions} partitions)"
-    return _Panel(label, counts[:max_partitions])
+    return label, counts[:max_partitions]
 
 
 def _class_names(class_names, num_classes: int) -> list[str]:
-    if class_names is None:
-        return [str(c) for c in range(num_classes)]
     if isinstance(class_names, str):
         raise TypeError("`class_names` must be a sequence of names, one per class, got a single string")
-    names = [str(name) for name in class_names]
+    names = [str(name) for name in (range(num_classes) if class_names is None else class_names)]
     if len(names) < num_classes:
         raise ValueError(
             f"`class_names` has {len(names)} names but `labels` has {num_classes} classes; give one name per class"
@@ -273,7 +265,6 @@ def _draw_stacked(ax, values, style):
     ax.set_xlim(-0.6, values.shape[0] - 0.4)
     if style.percent:
         ax.set_ylim(0, 100)
-    return None
 
 
 def _draw_heatmap(ax, values, style):
@@ -294,7 +285,6 @@ def _draw_bubbles(ax, values, style):
     ax.set_ylim(values.shape[0] - 0.5, -0.5)  # partition 0 on top, as in the heatmap
     ax.set_axisbelow(True)
     ax.grid(True, color="0.9")
-    return None
 
 
 _DRAW = {"stacked": _draw_stacked, "heatmap": _draw_heatmap, "bubbles": _draw_bubbles}
@@ -319,12 +309,13 @@ def _set_ticks(ax, kind, num_rows, names, unit):
 def _shared_legend(fig, axes, kind, artist, names, style, unit):
     """Add the one legend that holds for every panel, outside the axes so it covers no data."""
     if kind == "heatmap":
-        fig.colorbar(artist, ax=list(axes), label=unit)
+        # The defaults size the bar and its gap as fractions of all panels together: too wide for several.
+        fig.colorbar(artist, ax=list(axes), label=unit, fraction=0.15 / len(axes), pad=0.04 / len(axes))
         return
     if kind == "bubbles":
         from matplotlib.lines import Line2D
 
-        reference = sorted({float(f"{style.vmax * share:.2g}") for share in (1.0, 0.5, 0.1)}, reverse=True)
+        reference = sorted({float(f"{style.vmax * share:.1g}") for share in (1.0, 0.5, 0.1)}, reverse=True)
         # A scatter marker's area is its Line2D markersize squared.
         handles = [Line2D([], [], marker="o", linestyle="", markerfacecolor="0.7", markeredgecolor="black",
                           markersize=math.sqrt(style.bubble_area * value / style.vmax)) for value in reference]

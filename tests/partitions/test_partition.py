@@ -107,3 +107,22 @@ def test_imports_without_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "100"
+
+
+def test_counts_rejects_labels_outside_num_classes(small):
+    with pytest.raises(ValueError, match="`num_classes`=2"):
+        small.counts([0, 2, 0, 0, 1, 1], num_classes=2)
+    with pytest.raises(ValueError, match="`labels` must be >= 0"):
+        small.counts([0, -1, 0, 0, 1, 1])
+    with pytest.raises(ValueError, match="`labels` has 2 entries"):
+        small.counts([0, 1])
+
+
+def test_saved_file_is_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    path = Partition([[0]], num_samples=1, scheme="manual").save(tmp_path / "p.json")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask

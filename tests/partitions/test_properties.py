@@ -1,7 +1,7 @@
 """Properties every partitioner holds, over random labels, sizes and parameters."""
 
 import numpy as np
-from partition_checks import assert_covers_each_index_once, label_arrays
+from .partition_checks import assert_covers_each_index_once, label_arrays
 from hypothesis import given, settings
 from hypothesis import strategies as st
 import pytest

@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from partition_checks import assert_covers_each_index_once
+from .partition_checks import assert_covers_each_index_once
 
 import partitions
 
