@@ -17,6 +17,10 @@ def add_partition_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--num-partitions", type=int, default=10, help="clients or ranks (default 10)")
     group.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration (default 0.5)")
     group.add_argument("--classes-per-partition", type=int, default=2, help="k of pathological #C=k (default 2)")
+    group.add_argument(
+        "--class-assignment-mode", choices=("random", "deterministic", "first-deterministic"), default="random",
+        help="how pathological partitions pick their classes (default random)",
+    )
     group.add_argument("--min-partition-size", type=int, default=10, help="smallest partition (default 10)")
     group.add_argument("--shards-per-partition", type=int, default=2, help="McMahan shards per partition")
     group.add_argument("--seed", type=int, default=0)
@@ -32,6 +36,7 @@ def partition_from_args(args, labels):
         num_partitions=args.num_partitions,
         alpha=args.alpha,
         classes_per_partition=args.classes_per_partition,
+        class_assignment_mode=args.class_assignment_mode,
         min_partition_size=args.min_partition_size,
         shards_per_partition=args.shards_per_partition,
         seed=args.seed,

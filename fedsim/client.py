@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .data import augment, normalize
+from .data import add_feature_noise, augment, normalize
 from .optim import OptimizerConfig
 from .seeding import derive_seed, torch_generator
 
@@ -262,9 +262,8 @@ def _batches(shard, batch_size, epochs, local_steps, drop_last, generator):
 def _training_batch(data, indices, generator, noise_sigma, device):
     """Return normalised, augmented inputs and targets for the samples at ``indices``."""
     images = data.train_images[indices.to(data.train_images.device)]
-    inputs = augment(normalize(images, data), data, generator)
-    if noise_sigma > 0:
-        inputs = inputs + noise_sigma * torch.randn(inputs.shape, generator=generator)
+    # Augment the uint8 images so that crop padding is black, as torchvision's RandomCrop pads.
+    inputs = add_feature_noise(normalize(augment(images, data, generator), data), noise_sigma, generator)
     targets = data.train_labels[indices.to(data.train_labels.device)]
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 

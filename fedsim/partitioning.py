@@ -16,6 +16,7 @@ def make_partition(
     num_partitions: int,
     alpha: float = 0.5,
     classes_per_partition: int = 2,
+    class_assignment_mode: str = "random",
     min_partition_size: int = 10,
     shards_per_partition: int = 2,
     seed: int = 0,
@@ -27,8 +28,8 @@ def make_partition(
 
     Examples
     --------
-    >>> make_partition(np.repeat(np.arange(4), 25), "pathological", num_partitions=4,
-    ...                classes_per_partition=1).sizes.tolist()
+    >>> make_partition(np.repeat(np.arange(4), 25), "pathological", num_partitions=4, classes_per_partition=1,
+    ...                class_assignment_mode="deterministic").sizes.tolist()
     [25, 25, 25, 25]
     """
     labels = np.asarray(labels)
@@ -45,7 +46,9 @@ def make_partition(
     if scheme in ("pathological", "shards") and multilabel:
         raise ValueError(f"`scheme`={scheme!r} needs single-label data; use 'dirichlet' or 'iid' for multi-label")
     if scheme == "pathological":
-        return partitions.pathological(labels, num_partitions, classes_per_partition, seed=seed)
+        return partitions.pathological(
+            labels, num_partitions, classes_per_partition, class_assignment_mode=class_assignment_mode, seed=seed
+        )
     if scheme == "shards":
         return partitions.shards(labels, num_partitions, shards_per_partition, seed=seed)
     raise ValueError(f"unknown `scheme`={scheme!r}; known: {', '.join(SCHEMES)}")

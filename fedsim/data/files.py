@@ -1,0 +1,88 @@
+"""Dataset files on disk: the one error for missing files, and atomic gunzipping."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+
+def files_error(
+    name: str,
+    required: Sequence[Path],
+    *,
+    download: bool,
+    cause: BaseException,
+    hint: str = "",
+    gzipped_ok: bool = False,
+) -> RuntimeError:
+    """Return the `RuntimeError` that says which files ``name`` needs where, and how to get them.
+
+    Parameters
+    ----------
+    name : str
+        The dataset's registry name.
+    required : sequence of Path
+        Every file the loader reads.
+    download : bool
+        Whether a download was attempted (and so failed).
+    cause : BaseException
+        The loader's own error, quoted when no file is missing (a corrupt or unexpected file).
+    hint : str, optional
+        Another way to get the files, appended to the message.
+    gzipped_ok : bool, default False
+        Whether the loader also takes each file gzipped, as ``<name>.gz`` (see `gunzip_missing`).
+    """
+    missing = [path for path in required if not path.is_file()]
+    if not missing:
+        # torchvision checks the idx headers with bare asserts, whose message is empty.
+        reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
+        message = f"dataset {name!r}: could not load the files in {required[0].parent} ({reason})"
+        return RuntimeError(message + (f"; {hint}" if hint else "") + ".")
+    folder = missing[0].parent
+    names = ", ".join(path.name if path.parent == folder else str(path) for path in missing)
+    message = f"dataset {name!r}: missing files in {folder}: {names}"
+    message += " (each may also lie there gzipped, as <name>.gz). " if gzipped_ok else ". "
+    if download:
+        # torchvision's download errors span lines (one per mirror tried): keep them on one.
+        reason = " ".join(str(cause).split())
+        message += f"Downloading them failed ({reason[:300]}); "
+        message += "run with a network, or put the files there yourself"
+    else:
+        message += (
+            f"Pass download=True to load_dataset({name!r}, ...) on a machine with a network to fetch them, "
+            "or put the files there yourself (pass `root`, or set $FEDSIM_DATA, to read another folder)"
+        )
+    return RuntimeError(message + (f"; {hint}" if hint else "") + ".")
+
+
+def gunzip_missing(folder: Path, names: Iterable[str], sources: Iterable[Path] = ()) -> None:
+    """Write each missing file of ``names`` into ``folder`` from a ``<name>.gz`` found nearby.
+
+    The gzipped copies are looked for in ``folder`` itself, then in each of ``sources``; the
+    first folder holding all of the missing ones is used, so a dataset never mixes files
+    from two origins. Each file is written under a temporary name and renamed into place,
+    so a crash or a concurrent run never leaves a truncated file that would load as data.
+    """
+    missing = [name for name in names if not (folder / name).is_file()]
+    if not missing:
+        return
+    for source in (folder, *sources):
+        if all((source / f"{name}.gz").is_file() for name in missing):
+            break
+    else:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in missing:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as unpacked, gzip.open(source / f"{name}.gz", "rb") as packed:
+                shutil.copyfileobj(packed, unpacked, length=1 << 20)
+            os.chmod(temporary, 0o644)
+            os.replace(temporary, folder / name)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
