@@ -5,6 +5,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.fedsim-installed
 RESULTS ?= results
+# A fresh run each time: `fedsim compare` refuses to overwrite a folder that holds a run.
 PYTEST_ARGS ?=
 
 .PHONY: demo test install clean
@@ -17,8 +18,13 @@ $(INSTALLED): setup.cfg pyproject.toml constraints.txt
 	$(PYTHON) -m pip install --quiet -c constraints.txt -e '.[test]'
 	touch $@
 
+# The main job: the three strategies compared on mnist-5k under a Dir(0.1) partition of 10 clients.
 demo: $(INSTALLED)
+	rm -rf $(RESULTS)/demo
 	$(PYTHON) benchmarks/partition_report.py --dataset mnist-5k --out $(RESULTS)/partitions
+	$(VENV)/bin/fedsim compare --strategies allreduce,reweighted,fedavg --dataset mnist-5k --model cnn \
+		--partition dirichlet --alpha 0.1 --num-partitions 10 --rounds 10 --batch-size 10 --lr 0.05 \
+		--quiet --out $(RESULTS)/demo
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

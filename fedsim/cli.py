@@ -1,46 +1,105 @@
-"""The ``fedsim`` command line: ``fedsim partition``, ``fedsim datasets``, ``fedsim models``."""
+"""The ``fedsim`` command line: ``run``, ``compare``, ``partition``, ``datasets``, ``models``.
+
+Training flags are generated from `fedsim.config.RunConfig`'s fields (``--local-epochs`` sets
+``local_epochs``), so the flags, ``--config FILE.toml`` keys and ``config.json`` always agree.
+Precedence: the field's default, then the TOML file, then flags given on the command line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
+from .config import DEVICES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
 from .partitioning import SCHEMES
 
+PARTITION_FIELDS = (
+    "dataset", "data_root", "partition", "num_partitions", "alpha", "classes_per_partition",
+    "class_assignment_mode", "min_partition_size", "shards_per_partition", "seed",
+)
+HELP = {
+    "strategy": "allreduce, reweighted or fedavg",
+    "dataset": "dataset name (see `fedsim datasets`)",
+    "model": "classifier name (see `fedsim models`)",
+    "norm": "normalisation layers: batch, group or none (the model's default if unset)",
+    "partition": "partition scheme",
+    "num_partitions": "clients or ranks K",
+    "alpha": "Dirichlet concentration (dirichlet, quantity)",
+    "classes_per_partition": "k of pathological #C=k",
+    "rounds": "rounds; every strategy reports after a FedAvg round's worth of samples",
+    "local_epochs": "FedAvg local epochs E",
+    "local_steps": "FedAvg local steps tau (replaces --local-epochs)",
+    "fraction": "FedAvg client fraction C in (0, 1]",
+    "weights": "rank/client weights: equal, size, class-balanced, dynamic",
+    "mu": "FedProx proximal weight",
+    "server_momentum": "FedAvgM server momentum",
+    "uneven": "allreduce with uneven shards: join (DDP Join) or cycle",
+    "fused": "allreduce: one fused forward of K x B samples where per-rank semantics allow",
+}
+CHOICES = {
+    "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
+    "device": DEVICES, "class_assignment_mode": ("random", "deterministic", "first-deterministic"),
+}
 
-def add_partition_flags(parser: argparse.ArgumentParser) -> None:
-    """Add the flags that choose a partition; ``fedsim partition`` and the training commands share them."""
-    group = parser.add_argument_group("partition")
-    group.add_argument("--dataset", default="mnist-5k", help="dataset name (see `fedsim datasets`)")
-    group.add_argument("--data-root", default=None, help="folder holding downloaded datasets")
-    group.add_argument("--scheme", "--partition", dest="scheme", choices=SCHEMES, default="dirichlet")
-    group.add_argument("--num-partitions", type=int, default=10, help="clients or ranks (default 10)")
-    group.add_argument("--alpha", type=float, default=0.5, help="Dirichlet concentration (default 0.5)")
-    group.add_argument("--classes-per-partition", type=int, default=2, help="k of pathological #C=k (default 2)")
-    group.add_argument(
-        "--class-assignment-mode", choices=("random", "deterministic", "first-deterministic"), default="random",
-        help="how pathological partitions pick their classes (default random)",
-    )
-    group.add_argument("--min-partition-size", type=int, default=10, help="smallest partition (default 10)")
-    group.add_argument("--shards-per-partition", type=int, default=2, help="McMahan shards per partition")
-    group.add_argument("--seed", type=int, default=0)
+
+def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
+    """Add a flag for each `RunConfig` field in ``names`` (all by default); unset flags stay absent."""
+    for field in dataclasses.fields(RunConfig):
+        if names is not None and field.name not in names:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        aliases = [flag, "--scheme"] if field.name == "partition" else [flag]
+        help_text = f"{HELP.get(field.name, field.name.replace('_', ' '))} (default {field.default})"
+        if "bool" in str(field.type):
+            parser.add_argument(*aliases, dest=field.name, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+            continue
+        kind = int if "int" in str(field.type) else float if "float" in str(field.type) else str
+        parser.add_argument(*aliases, dest=field.name, type=kind, choices=CHOICES.get(field.name),
+                            default=argparse.SUPPRESS, help=help_text, metavar=None if field.name in CHOICES else
+                            field.name.upper())
 
 
-def partition_from_args(args, labels):
-    """Return the partition the shared flags describe."""
-    from .partitioning import make_partition
+def config_from_args(args, **fixed) -> RunConfig:
+    """Return the `RunConfig` of the parsed flags on top of ``--config`` (if given) and the defaults."""
+    names = {field.name for field in dataclasses.fields(RunConfig)}
+    flags = {key: value for key, value in vars(args).items() if key in names}
+    flags.update(fixed)
+    if getattr(args, "config", None):
+        return RunConfig.from_toml(args.config, **flags)
+    return RunConfig(**flags)
 
-    return make_partition(
-        labels,
-        args.scheme,
-        num_partitions=args.num_partitions,
-        alpha=args.alpha,
-        classes_per_partition=args.classes_per_partition,
-        class_assignment_mode=args.class_assignment_mode,
-        min_partition_size=args.min_partition_size,
-        shards_per_partition=args.shards_per_partition,
-        seed=args.seed,
-    )
+
+def command_run(args) -> None:
+    """Run one strategy and print a one-screen summary."""
+    from .compare import comparison_table
+    from .engines.inprocess import run
+    from .strategies import get_strategy
+
+    config = config_from_args(args)
+    print(get_strategy(config.strategy).describe(config))
+    result = run(config, args.out, resume=args.resume, quiet=args.quiet)
+    print()
+    print(comparison_table({config.strategy: result}))
+    print(f"\nresults in {args.out}/ (metrics.csv, summary.json, config.json, partition.json, checkpoint.pt)")
+
+
+def command_compare(args) -> None:
+    """Run several strategies on the same partition and initial model; print the comparison."""
+    from .compare import compare, comparison_table
+    from .strategies import get_strategy
+
+    strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    config = config_from_args(args)
+    for name in strategies:
+        print(get_strategy(name).describe(config.replace(strategy=name, weights=config.weights
+                                                         if name == "reweighted" else None)))
+    results = compare(config, strategies, args.out, resume=args.resume, quiet=args.quiet)
+    print()
+    print(comparison_table(results))
+    print(f"\ntable: {args.out}/comparison.txt   curves: {args.out}/learning_curves.png   "
+          f"rows: {args.out}/metrics.csv   summary: {args.out}/summary.json")
 
 
 def command_partition(args) -> None:
@@ -48,12 +107,14 @@ def command_partition(args) -> None:
     from partitions.metrics import summary
 
     from .data import load_dataset
+    from .partitioning import partition_for
 
-    dataset = load_dataset(args.dataset, root=args.data_root)
+    config = config_from_args(args)
+    dataset = load_dataset(config.dataset, root=config.data_root)
     labels = dataset.train_labels.numpy()
-    partition = partition_from_args(args, labels)
+    partition = partition_for(config, labels)
     path = partition.save(args.out)
-    name = f"{args.dataset} {args.scheme}"
+    name = f"{config.dataset} {config.partition}"
     print(summary({name: partition}, labels))
     print(f"partition written to {path}")
     if args.plot:
@@ -77,13 +138,27 @@ def command_models(args) -> None:
     print("\n".join(list_models()))
 
 
+def _add_training_command(commands, name, help_text, handler):
+    parser = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--config", help="TOML file of settings (flags given here override it)")
+    parser.add_argument("--out", required=True, help="results folder")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_flags(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``fedsim`` argument parser."""
     parser = argparse.ArgumentParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_training_command(commands, "run", "train one strategy", command_run)
+    compare = _add_training_command(commands, "compare", "compare strategies on one partition", command_compare)
+    compare.add_argument("--strategies", default="allreduce,reweighted,fedavg", help="comma-separated strategies")
 
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
-    add_partition_flags(partition)
+    add_config_flags(partition, PARTITION_FIELDS)
     partition.add_argument("--out", required=True, help="where to write the partition (JSON)")
     partition.add_argument("--plot", default=None, help="also draw the label distribution to this PNG")
     partition.set_defaults(handler=command_partition)
@@ -99,7 +174,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         args.handler(args)
-    except (ValueError, RuntimeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as error:
         parser.exit(2, f"fedsim {args.command}: error: {error}\n")
     return 0
 

@@ -168,12 +168,12 @@ def client_update(
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0
-    with _seeded_global_rng(derive_seed(seed, round, client, 1), device):
+    with seeded_global_rng(derive_seed(seed, round, client, 1), device):
         for batch in _batches(shard, batch_size, epochs, local_steps, drop_last, generator):
             opt.zero_grad(set_to_none=True)
             for chunk in batch.chunk(micro_batches):
-                inputs, targets = _training_batch(data, chunk, generator, noise_sigma, device)
-                with _autocast(device, amp):
+                inputs, targets = training_batch(data, chunk, generator, noise_sigma, device)
+                with autocast(device, amp):
                     per_sample = task.loss(model(inputs), targets)
                 if weights is not None:
                     per_sample = per_sample * weights[targets]
@@ -259,7 +259,7 @@ def _batches(shard, batch_size, epochs, local_steps, drop_last, generator):
         epoch += 1
 
 
-def _training_batch(data, indices, generator, noise_sigma, device):
+def training_batch(data, indices, generator, noise_sigma, device):
     """Return normalised, augmented inputs and targets for the samples at ``indices``."""
     images = data.train_images[indices.to(data.train_images.device)]
     # Augment the uint8 images so that crop padding is black, as torchvision's RandomCrop pads.
@@ -268,14 +268,14 @@ def _training_batch(data, indices, generator, noise_sigma, device):
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 
 
-def _autocast(device: torch.device, amp: bool):
+def autocast(device: torch.device, amp: bool):
     if not amp:
         return contextlib.nullcontext()
     return torch.autocast(device.type, dtype=torch.float16 if device.type == "cuda" else torch.bfloat16)
 
 
 @contextlib.contextmanager
-def _seeded_global_rng(seed: int, device: torch.device):
+def seeded_global_rng(seed: int, device: torch.device):
     """Seed torch's global RNG (dropout, stochastic depth) for one client, restoring it afterwards."""
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):

@@ -52,3 +52,18 @@ def make_partition(
     if scheme == "shards":
         return partitions.shards(labels, num_partitions, shards_per_partition, seed=seed)
     raise ValueError(f"unknown `scheme`={scheme!r}; known: {', '.join(SCHEMES)}")
+
+
+def partition_for(config, labels) -> partitions.Partition:
+    """Return the partition a `fedsim.config.RunConfig` (or any object with its partition fields) describes."""
+    return make_partition(
+        labels,
+        config.partition,
+        num_partitions=config.num_partitions,
+        alpha=config.alpha,
+        classes_per_partition=config.classes_per_partition,
+        class_assignment_mode=config.class_assignment_mode,
+        min_partition_size=config.min_partition_size,
+        shards_per_partition=config.shards_per_partition,
+        seed=config.seed,
+    )

@@ -196,7 +196,7 @@ def _render(kind, partitions, labels, percent, path, max_partitions, class_names
     if title:
         fig.suptitle(title)
     if path is not None:
-        _save(fig, path, dpi)
+        save_figure(fig, path, dpi)
     return fig
 
 
@@ -330,7 +330,7 @@ def _shared_legend(fig, axes, kind, artist, names, style, unit):
                    ncols=math.ceil(len(names) / 20), frameon=False)
 
 
-def _save(fig, path, dpi: int) -> None:
+def save_figure(fig, path, dpi: int) -> None:
     """Write ``fig`` to ``path`` as a PNG through a temporary file and a rename, so no reader sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,85 @@
+"""Weighted means of updates and the rules that weight ranks or clients. Pure functions, no state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+
+def weighted_sum(updates: Sequence[Sequence[torch.Tensor]], weights: Sequence[float]) -> list[torch.Tensor]:
+    """Return ``sum_k weights[k] * updates[k]``, tensor by tensor.
+
+    With weights that sum to one this is the weighted mean FedAvg takes of its clients' deltas.
+
+    Examples
+    --------
+    >>> a, b = [torch.tensor([1.0, 2.0])], [torch.tensor([3.0, 6.0])]
+    >>> weighted_sum([a, b], [0.25, 0.75])
+    [tensor([2.5000, 5.0000])]
+    """
+    if len(updates) != len(weights) or not updates:
+        raise ValueError(f"`updates` ({len(updates)}) and `weights` ({len(weights)}) must be equally long and non-empty")
+    total = [torch.zeros_like(tensor, dtype=torch.float32 if not tensor.is_floating_point() else tensor.dtype)
+             for tensor in updates[0]]
+    for update, weight in zip(updates, weights):
+        accumulate(total, update, weight)
+    return total
+
+
+def accumulate(total: list[torch.Tensor], update: Sequence[torch.Tensor], weight: float) -> None:
+    """Add ``weight * update`` to ``total`` in place (one fused ``_foreach`` call)."""
+    torch._foreach_add_(total, list(update), alpha=float(weight))
+
+
+def size_weights(sizes) -> np.ndarray:
+    """Return ``n_k / sum(n)``: FedAvg's weights (McMahan et al. 2017)."""
+    sizes = np.asarray(sizes, dtype=float)
+    if sizes.sum() <= 0:
+        raise ValueError("`sizes` must have a positive total")
+    return sizes / sizes.sum()
+
+
+def class_balance_weights(counts) -> torch.Tensor:
+    """Return per-rank, per-class loss weights ``p_global(y) / p_k(y)`` (zero where rank k has no y).
+
+    Weighting rank ``k``'s per-sample losses by them turns its gradient into an unbiased
+    estimate of the gradient over the global label distribution: importance sampling from
+    ``p_k(y)`` to ``p_global(y)``.
+
+    Parameters
+    ----------
+    counts : array_like
+        (ranks x classes) label counts of the ranks' shards.
+
+    Examples
+    --------
+    >>> class_balance_weights([[3, 1], [1, 3]])
+    tensor([[0.6667, 2.0000],
+            [2.0000, 0.6667]])
+    """
+    counts = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
+    global_share = counts.sum(dim=0) / counts.sum()
+    local_share = counts / counts.sum(dim=1, keepdim=True).clamp(min=1)
+    weights = torch.where(local_share > 0, global_share / local_share.clamp(min=1e-300), torch.zeros(()))
+    return weights.float()
+
+
+def softmax_weights(scores, temperature: float) -> np.ndarray:
+    """Return ``softmax(scores / temperature)``: the dynamic rule's weights.
+
+    Examples
+    --------
+    >>> softmax_weights([0.0, 0.0], 1.0).tolist()
+    [0.5, 0.5]
+    """
+    scores = np.asarray(scores, dtype=float) / temperature
+    scores = np.exp(scores - scores.max())  # shift for overflow safety; softmax is shift-invariant
+    return scores / scores.sum()
+
+
+def cosine_to_mean(gradients: Sequence[Sequence[torch.Tensor]]) -> np.ndarray:
+    """Return the cosine similarity of each rank's flattened gradient to the mean gradient."""
+    flat = torch.stack([torch.cat([g.reshape(-1).double() for g in gradient]) for gradient in gradients])
+    return torch.nn.functional.cosine_similarity(flat, flat.mean(dim=0, keepdim=True), dim=1).numpy()

@@ -1,0 +1,90 @@
+"""FedAvg rounds in one process: sampled clients train locally in turn on the one model object."""
+
+from __future__ import annotations
+
+import torch
+
+from ...aggregate import accumulate
+from ...client import client_update, get_state
+from ...optim import OptimizerConfig
+from .rounds import RoundStats, model_bytes, sample_clients
+
+
+class FedAvgRounds:
+    """Sample clients, train each from the global model, average the deltas, step the server.
+
+    The server update is FedOpt's (Reddi et al., ICLR 2021): the weighted mean delta is a
+    pseudo-gradient for an SGD server optimizer; learning rate 1 without momentum is plain
+    FedAvg (McMahan et al. 2017), server momentum is FedAvgM (Hsu et al. 2019). Floating-point
+    buffers (BatchNorm statistics) are averaged and never see the server optimizer. Only the
+    running sum of deltas and one delta buffer are held, so thousands of clients fit in memory.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    model : torch.nn.Module
+        The one model object every client trains in turn.
+    data : fedsim.data.Dataset
+    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    partition : partitions.Partition
+        One shard per client.
+    """
+
+    def __init__(self, config, model, data, task, partition):
+        self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
+        self.global_state = get_state(model)
+        self.num_params = sum(1 for p in model.parameters())
+        self.optimizer = torch.optim.SGD(
+            self.global_state[: self.num_params], lr=config.server_lr, momentum=config.server_momentum
+        )
+        self.client_optimizer = OptimizerConfig(lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+        self.sizes = partition.sizes
+        self.state_bytes = sum(model_bytes(model))
+        self._delta = [torch.empty_like(t) for t in self.global_state]
+
+    def train_round(self, round_index: int, samples_before: int = 0, budget: int = 0) -> RoundStats:
+        """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
+
+        A FedAvg round is the unit of work itself, so ``samples_before`` and ``budget`` are unused.
+        """
+        config = self.config
+        clients = [int(k) for k in sample_clients(len(self.sizes), config.fraction, config.seed, round_index)
+                   if self.sizes[k] > 0]
+        if config.weights == "equal":
+            weights = [1.0 / len(clients)] * len(clients)
+        else:
+            total = float(sum(self.sizes[k] for k in clients))
+            weights = [self.sizes[k] / total for k in clients]
+        mean_delta = [torch.zeros_like(t) for t in self.global_state]
+        stats = RoundStats(clients=len(clients))
+        for client, weight in zip(clients, weights):
+            update = client_update(
+                self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
+                batch_size=config.batch_size, epochs=None if config.local_steps else config.local_epochs,
+                local_steps=config.local_steps, optimizer=self.client_optimizer, prox_mu=config.mu,
+                seed=config.seed, round=round_index, client=client, amp=config.amp, out=self._delta,
+            )
+            accumulate(mean_delta, update.delta, weight)
+            stats.samples += update.samples_processed
+            stats.loss_sum += update.loss_sum
+            stats.steps += update.num_steps
+        stats.bytes_down = stats.bytes_up = len(clients) * self.state_bytes
+        self._server_step(mean_delta)
+        return stats
+
+    @torch.no_grad()
+    def _server_step(self, mean_delta) -> None:
+        params, buffers = self.global_state[: self.num_params], self.global_state[self.num_params :]
+        for param, delta in zip(params, mean_delta):
+            param.grad = delta.neg_()  # the delta points downhill; the optimizer expects a gradient
+        self.optimizer.step()
+        if buffers:
+            torch._foreach_add_(buffers, mean_delta[self.num_params :])
+
+    def state_dict(self) -> dict:
+        """Return the server optimizer's state (momentum) for a checkpoint."""
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output."""
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,163 @@
+"""allreduce and reweighted in one process: every step, K ranks' gradients are combined into one.
+
+The model object's own parameters are the global model (as every DDP replica holds the same
+weights), and one ``torch.optim.SGD`` steps them with the combined gradient, as the optimizer of
+a DDP script does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ...aggregate import accumulate, class_balance_weights, cosine_to_mean, size_weights, softmax_weights
+from ...client import autocast, seeded_global_rng, state_tensors, training_batch
+from ...seeding import derive_seed, torch_generator
+from .rounds import RoundStats, model_bytes
+from .schedule import RankSchedule
+
+_STEP_STREAM = 0x57E9
+
+
+def has_batchnorm(model: torch.nn.Module) -> bool:
+    """Whether the model keeps batch statistics, which must stay per rank (no fused forward then)."""
+    return any(isinstance(module, torch.nn.modules.batchnorm._BatchNorm) for module in model.modules())
+
+
+class GradientRounds:
+    """Run allreduce or reweighted steps until each round has seen its budget of samples.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    model : torch.nn.Module
+        Holds the global model; stepped in place.
+    data : fedsim.data.Dataset
+    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    partition : partitions.Partition
+        One shard per rank.
+    """
+
+    def __init__(self, config, model, data, task, partition):
+        self.config, self.model, self.data, self.task = config, model, data, task
+        self.device = next(model.parameters()).device
+        self.global_state = state_tensors(model)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
+        self.optimizer = torch.optim.SGD(
+            self.params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+        )
+        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
+        self.num_ranks = partition.num_partitions
+        self.step_count = 0
+        # Static rank weights. Under Join a rank that sits out adds nothing and the rest are not
+        # rescaled: the sum is still divided by K, as DDP divides by the initial world size.
+        sizes = partition.sizes
+        self.rank_weights = size_weights(sizes) if config.weights == "size" else np.full(self.num_ranks, 1 / self.num_ranks)
+        self.class_weights = None
+        if config.weights == "class-balanced":
+            if task.multilabel:
+                raise ValueError("`weights`='class-balanced' needs single-label data; use 'size' or 'dynamic'")
+            self.class_weights = class_balance_weights(partition.counts(data.train_labels.numpy(), task.num_classes))
+            self.class_weights = self.class_weights.to(self.device)
+        self.dynamic = config.weights == "dynamic"
+        self.fused = config.fused and not has_batchnorm(model) and not (self.dynamic and config.dynamic_rule == "cosine")
+        self.param_bytes, self.buffer_bytes = model_bytes(model)
+
+    def train_round(self, round_index: int, samples_before: int, budget: int) -> RoundStats:
+        """Take steps until the run has seen ``samples_before + budget`` samples (at least one step).
+
+        Counting against the run's total rather than per round keeps the reports on the same
+        ``samples_seen`` grid as FedAvg's rounds, without drift.
+        """
+        stats = RoundStats()
+        target = samples_before + budget
+        while stats.samples == 0 or samples_before + stats.samples < target:
+            batches = self.schedule.batches(self.step_count)
+            active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
+            with seeded_global_rng(derive_seed(self.config.seed, _STEP_STREAM, self.step_count), self.device):
+                loss_sum = self.step(batches, active)
+            self.optimizer.step()
+            stats.samples += sum(batches[rank].numel() for rank in active)
+            stats.loss_sum += loss_sum
+            stats.bytes_up += len(active) * self.param_bytes
+            stats.bytes_down += len(active) * (self.param_bytes + self.buffer_bytes)
+            stats.steps += 1
+            self.step_count += 1
+        return stats
+
+    def step(self, batches, active) -> float:
+        """Leave the combined gradient of the ranks' batches in ``.grad``; return the summed sample loss."""
+        self.optimizer.zero_grad(set_to_none=False)
+        inputs = [self._inputs(batches[rank], rank) for rank in active]
+        if self.fused:
+            return self._fused_step(inputs, active)
+        return self._per_rank_step(inputs, active)
+
+    def _inputs(self, batch, rank):
+        generator = torch_generator(self.config.seed, _STEP_STREAM, self.step_count, rank)
+        return training_batch(self.data, batch, generator, 0.0, self.device)
+
+    def _sample_losses(self, images, targets, rank_of_sample):
+        """Return the per-sample losses as the optimizer sees them (class-balanced) and their raw sum."""
+        with autocast(self.device, self.config.amp):
+            raw = self.task.loss(self.model(images), targets)
+        weighted = raw if self.class_weights is None else raw * self.class_weights[rank_of_sample, targets]
+        return weighted, float(raw.detach().sum())
+
+    def _fused_step(self, inputs, active) -> float:
+        """One forward of all ranks' samples, each weighted by its rank's weight over its batch size."""
+        images = torch.cat([x for x, _ in inputs])
+        targets = torch.cat([y for _, y in inputs])
+        counts = torch.tensor([y.shape[0] for _, y in inputs], device=self.device)
+        rank_of_sample = torch.repeat_interleave(torch.tensor(active, device=self.device), counts)
+        per_sample, loss_sum = self._sample_losses(images, targets, rank_of_sample)
+        slot = torch.repeat_interleave(torch.arange(len(active), device=self.device), counts)
+        rank_means = torch.zeros(len(active), device=self.device).index_add_(0, slot, per_sample.detach()) / counts
+        weights = torch.as_tensor(self._weights(active, rank_means.cpu().numpy()), dtype=torch.float32,
+                                  device=self.device)
+        (per_sample * (weights / counts)[slot]).sum().backward()
+        return loss_sum
+
+    def _per_rank_step(self, inputs, active) -> float:
+        """Forward and backward rank by rank, keeping BatchNorm statistics per rank (rank 0's survive)."""
+        before = [b.clone() for b in self.buffers]
+        after_first = None
+        loss_sum, rank_means, gradients = 0.0, [], []
+        static = None if self.dynamic else self._weights(active, None)
+        for slot, ((images, targets), rank) in enumerate(zip(inputs, active)):
+            rank_index = torch.full((targets.shape[0],), rank, device=self.device)
+            per_sample, raw_sum = self._sample_losses(images, targets, rank_index)
+            loss_sum += raw_sum
+            rank_means.append(float(per_sample.detach().mean()))
+            scale = 1.0 if self.dynamic else static[slot]
+            (per_sample.mean() * scale).backward()
+            if self.dynamic:
+                gradients.append([p.grad.clone() for p in self.params])
+                self.optimizer.zero_grad(set_to_none=False)
+            if rank == 0:
+                after_first = [b.clone() for b in self.buffers]
+        # DDP broadcasts rank 0's buffers before every forward: the other ranks' updates are lost.
+        if self.buffers:
+            torch._foreach_copy_(self.buffers, after_first if after_first is not None else before)
+        if self.dynamic:
+            scores = cosine_to_mean(gradients) if self.config.dynamic_rule == "cosine" else rank_means
+            grads = [p.grad for p in self.params]
+            for gradient, weight in zip(gradients, self._weights(active, np.asarray(scores))):
+                accumulate(grads, gradient, weight)
+        return loss_sum
+
+    def _weights(self, active, scores) -> np.ndarray:
+        """Return the weight of each active rank: static, or ``softmax(score / T)`` over the active ranks."""
+        if self.dynamic:
+            return softmax_weights(scores, self.config.temperature)
+        return self.rank_weights[active]
+
+    def state_dict(self) -> dict:
+        """Return what a checkpoint needs beyond the global tensors: the step count and optimizer state."""
+        return {"step_count": self.step_count, "optimizer": self.optimizer.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output."""
+        self.step_count = int(state["step_count"])
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,108 @@
+"""The in-process engine's promises: the strategies are one algorithm in three settings."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.gradient import GradientRounds
+from fedsim.engines.inprocess.loop import build_model
+from fedsim.tasks import create_task
+from partitions import Partition, dirichlet, iid
+
+SMALL = {"model": "mlp", "rounds": 3, "lr": 0.1, "num_partitions": 10, "eval_every": 3}
+
+
+def final_state(mnist5k, partition, **settings):
+    return run(RunConfig(**{**SMALL, **settings}), data=mnist5k, partition=partition).global_state
+
+
+@pytest.fixture(scope="module")
+def equal_shards(mnist5k):
+    return iid(mnist5k.train_labels.numpy(), 10, seed=0)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_fedavg_with_one_local_step_equals_allreduce(mnist5k, equal_shards, momentum):
+    """tau = 1, plain client SGD, equal weights: FedAvg's arithmetic is allreduce's (server momentum ~ momentum)."""
+    full_batch = int(equal_shards.sizes.max())  # every step uses each shard whole: batch order cannot matter
+    allreduce = final_state(mnist5k, equal_shards, strategy="allreduce", batch_size=full_batch, momentum=momentum,
+                            local_steps=1)
+    fedavg = final_state(mnist5k, equal_shards, strategy="fedavg", batch_size=full_batch, local_steps=1,
+                         weights="equal", server_momentum=momentum)
+    torch.testing.assert_close(fedavg, allreduce, rtol=1e-4, atol=1e-5)
+
+
+def test_reweighted_with_equal_weights_equals_allreduce(mnist5k, equal_shards):
+    allreduce = final_state(mnist5k, equal_shards, strategy="allreduce", batch_size=20)
+    for weights in ("equal", "size"):  # equal shards: size weights are 1/K
+        reweighted = final_state(mnist5k, equal_shards, strategy="reweighted", weights=weights, batch_size=20)
+        torch.testing.assert_close(reweighted, allreduce, rtol=0, atol=1e-6)
+
+
+def test_class_balanced_weights_on_globally_balanced_shards_equal_allreduce(mnist5k):
+    labels = mnist5k.train_labels.numpy()
+    # every shard holds 40 of each class: p_k = p_global, all importance weights are 1
+    by_class = [np.flatnonzero(labels == c) for c in range(10)]
+    balanced = Partition([np.concatenate([idx[40 * k : 40 * (k + 1)] for idx in by_class]) for k in range(10)],
+                         num_samples=labels.size, scheme="manual")
+    allreduce = final_state(mnist5k, balanced, strategy="allreduce", batch_size=20)
+    reweighted = final_state(mnist5k, balanced, strategy="reweighted", weights="class-balanced", batch_size=20)
+    torch.testing.assert_close(reweighted, allreduce, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"strategy": "allreduce"},
+        {"strategy": "allreduce", "uneven": "cycle"},
+        {"strategy": "reweighted", "weights": "size"},
+        {"strategy": "reweighted", "weights": "class-balanced"},
+        {"strategy": "reweighted", "weights": "dynamic", "dynamic_rule": "loss", "temperature": 0.5},
+    ],
+    ids=lambda s: "-".join(map(str, s.values())),
+)
+def test_fused_forward_equals_per_rank_loop(mnist5k, settings):
+    uneven = dirichlet(mnist5k.train_labels.numpy(), 10, 0.3, seed=1)
+    options = {**settings, "rounds": 2, "batch_size": 10, "fraction": 0.2}
+    fused = final_state(mnist5k, uneven, fused=True, **options)
+    looped = final_state(mnist5k, uneven, fused=False, **options)
+    torch.testing.assert_close(fused, looped, rtol=1e-4, atol=1e-5)
+
+
+def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards):
+    config = RunConfig(strategy="allreduce", model="cnn", norm="batch")
+    model = build_model(config, mnist5k, torch.device("cpu"))
+    rounds = GradientRounds(config, model, mnist5k, create_task(10), equal_shards)
+    assert not rounds.fused  # a fused forward would pool the batch statistics of all ranks
+    running_mean = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_mean
+    batches = rounds.schedule.batches(0)
+    rounds.step(batches, list(range(10)))
+    after_all = running_mean.clone()
+    # The buffers follow rank 0 alone, as DDP's broadcast_buffers does.
+    model_0 = build_model(config, mnist5k, torch.device("cpu"))
+    rounds_0 = GradientRounds(config, model_0, mnist5k, create_task(10), equal_shards)
+    rounds_0.step(batches, [0])
+    torch.testing.assert_close(after_all, next(m for m in model_0.modules()
+                                               if isinstance(m, torch.nn.BatchNorm2d)).running_mean)
+
+
+def test_join_divides_by_all_ranks(mnist5k):
+    """A rank that has run out adds nothing, and the others are not scaled up (DDP Join semantics)."""
+    config = RunConfig(strategy="allreduce", model="mlp", batch_size=10)
+    shards = iid(mnist5k.train_labels.numpy(), 2, seed=0)
+    model = build_model(config, mnist5k, torch.device("cpu"))
+    rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
+    batches = rounds.schedule.batches(0)
+    rounds.step(batches, [0])
+    half = [p.grad.clone() for p in rounds.params]
+    rounds.step([batches[0], None], [0])
+    torch.testing.assert_close([p.grad for p in rounds.params], half)
+    rounds.fused = False
+    rounds.step([batches[0], None], [0])
+    torch.testing.assert_close([p.grad for p in rounds.params], half)
+    model.zero_grad()
+    loss = create_task(10).loss(model(rounds._inputs(batches[0], 0)[0]), mnist5k.train_labels[batches[0]]).mean()
+    loss.backward()
+    torch.testing.assert_close([p.grad / 2 for p in rounds.params], half)
