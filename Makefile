@@ -5,7 +5,6 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.fedsim-installed
 RESULTS ?= results
-# A fresh run each time: `fedsim compare` refuses to overwrite a folder that holds a run.
 PYTEST_ARGS ?=
 
 .PHONY: demo test install clean
@@ -19,12 +18,13 @@ $(INSTALLED): setup.cfg pyproject.toml constraints.txt
 	touch $@
 
 # The main job: the three strategies compared on mnist-5k under a Dir(0.1) partition of 10 clients.
+# Each demo starts afresh: `fedsim compare` refuses to overwrite a folder that holds a run.
 demo: $(INSTALLED)
 	rm -rf $(RESULTS)/demo
 	$(PYTHON) benchmarks/partition_report.py --dataset mnist-5k --out $(RESULTS)/partitions
 	$(VENV)/bin/fedsim compare --strategies allreduce,reweighted,fedavg --dataset mnist-5k --model cnn \
 		--partition dirichlet --alpha 0.1 --num-partitions 10 --rounds 10 --batch-size 10 --lr 0.05 \
-		--quiet --out $(RESULTS)/demo
+		--out $(RESULTS)/demo
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

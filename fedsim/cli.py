@@ -87,14 +87,13 @@ def command_run(args) -> None:
 
 def command_compare(args) -> None:
     """Run several strategies on the same partition and initial model; print the comparison."""
-    from .compare import compare, comparison_table
+    from .compare import compare, comparison_table, strategy_config
     from .strategies import get_strategy
 
     strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
-    config = config_from_args(args)
+    config = config_from_args(args, strategy="reweighted")  # --weights is reweighted's rule
     for name in strategies:
-        print(get_strategy(name).describe(config.replace(strategy=name, weights=config.weights
-                                                         if name == "reweighted" else None)))
+        print(get_strategy(name).describe(strategy_config(config, name)))
     results = compare(config, strategies, args.out, resume=args.resume, quiet=args.quiet)
     print()
     print(comparison_table(results))

@@ -17,8 +17,9 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """Run each strategy in ``strategies`` under ``config`` and write the comparison to ``out``.
 
     Every strategy sees the same dataset, the same partition (made once from ``config``) and the
-    same initial model (seeded by ``config.seed``). ``config.weights`` applies to ``reweighted``;
-    the others use their own rule.
+    same initial model (seeded by ``config.seed``). ``config.strategy`` itself is not run unless
+    listed; when it is ``reweighted``, its ``weights`` rule is the one ``reweighted`` uses, and the
+    other strategies use their own default rule.
 
     Writes ``out/<strategy>/`` (a full run folder each), ``out/metrics.csv`` (all rows),
     ``out/summary.json`` (keyed by strategy), ``out/comparison.txt`` and ``out/learning_curves.png``.
@@ -33,14 +34,13 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     duplicates = sorted({s for s in strategies if list(strategies).count(s) > 1})
     if duplicates:
         raise ValueError(f"`strategies` names {duplicates[0]!r} twice")
-    configs = {name: config.replace(strategy=name, weights=config.weights if name == "reweighted" else None)
-               for name in strategies}  # validates every name before anything runs
+    configs = {name: strategy_config(config, name) for name in strategies}  # validates every name first
     data = load_dataset(config.dataset, root=config.data_root)
     partition = partition_for(config, data.train_labels.numpy())
     out = Path(out)
     results = {}
-    for name, strategy_config in configs.items():
-        results[name] = run(strategy_config, out / name, resume=resume, quiet=quiet, data=data, partition=partition)
+    for name, run_config in configs.items():
+        results[name] = run(run_config, out / name, resume=resume, quiet=quiet, data=data, partition=partition)
 
     folder = RunFolder(out)
     folder.write_rows([row for result in results.values() for row in result.rows])
@@ -53,6 +53,12 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
                     title=f"{config.dataset}, {config.model}, {config.partition} partition, K={config.num_partitions}")
     return results
+
+
+def strategy_config(config, name: str):
+    """Return ``config`` for strategy ``name``, keeping a reweighted config's ``weights`` rule for reweighted."""
+    keep = name == "reweighted" and config.strategy == "reweighted"
+    return config.replace(strategy=name, weights=config.weights if keep else None)
 
 
 def comparison_table(results: dict) -> str:

@@ -42,12 +42,13 @@ class FedAvgRounds:
         self.state_bytes = sum(model_bytes(model))
         self._delta = [torch.empty_like(t) for t in self.global_state]
 
-    def train_round(self, round_index: int, samples_before: int = 0, budget: int = 0) -> RoundStats:
+    def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
 
-        A FedAvg round is the unit of work itself, so ``samples_before`` and ``budget`` are unused.
+        A FedAvg round is the unit of work itself, so ``samples_before`` and ``target`` are unused.
         """
         config = self.config
+        # clients with an empty shard have nothing to train on (Dirichlet with min size 0 can make them)
         clients = [int(k) for k in sample_clients(len(self.sizes), config.fraction, config.seed, round_index)
                    if self.sizes[k] > 0]
         if config.weights == "equal":

@@ -64,14 +64,13 @@ class GradientRounds:
         self.fused = config.fused and not has_batchnorm(model) and not (self.dynamic and config.dynamic_rule == "cosine")
         self.param_bytes, self.buffer_bytes = model_bytes(model)
 
-    def train_round(self, round_index: int, samples_before: int, budget: int) -> RoundStats:
-        """Take steps until the run has seen ``samples_before + budget`` samples (at least one step).
+    def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
+        """Take steps until the run has seen ``target`` samples in all (at least one step).
 
-        Counting against the run's total rather than per round keeps the reports on the same
-        ``samples_seen`` grid as FedAvg's rounds, without drift.
+        ``target`` is FedAvg's cumulative work up to this round: counting against the total
+        rather than per round keeps every report within one step of FedAvg's, without drift.
         """
         stats = RoundStats()
-        target = samples_before + budget
         while stats.samples == 0 or samples_before + stats.samples < target:
             batches = self.schedule.batches(self.step_count)
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]

@@ -75,11 +75,12 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     model = build_model(config, data, resolve_device(config.device))
     rounds_class = FedAvgRounds if get_strategy(config.strategy).local_training else GradientRounds
     rounds = rounds_class(config, model, data, task, partition)
-    budget = samples_per_round(config, partition)
     folder = RunFolder(out) if out is not None else None
     checkpoint = folder.start(config, partition, resume=resume) if folder else None
 
-    progress = {"round": 0, "samples_seen": 0, "bytes_communicated": 0, "wall_s": 0.0, "bytes_up": 0, "bytes_down": 0}
+    # scheduled_samples: FedAvg's cumulative work, the grid every strategy reports on
+    progress = {"round": 0, "samples_seen": 0, "scheduled_samples": 0, "bytes_communicated": 0, "wall_s": 0.0,
+                "bytes_up": 0, "bytes_down": 0}
     rows: list[dict] = []
     if checkpoint is not None:
         progress, rows = _restore(checkpoint, rounds)
@@ -87,7 +88,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     bar = _progress_bar(config, progress["round"], quiet)
     for round_index in range(progress["round"], config.rounds):
         started = time.perf_counter()
-        stats = rounds.train_round(round_index, progress["samples_seen"], budget)
+        progress["scheduled_samples"] += samples_per_round(config, partition, round_index)
+        stats = rounds.train_round(round_index, progress["samples_seen"], progress["scheduled_samples"])
         last = round_index + 1 == config.rounds
         metrics = None
         if (round_index + 1) % config.eval_every == 0 or last:

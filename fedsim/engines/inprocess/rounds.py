@@ -55,14 +55,15 @@ def sample_clients(num_clients: int, fraction: float, seed: int, round_index: in
     return np.sort(rng.choice(num_clients, size=count, replace=False))
 
 
-def samples_per_round(config, partition) -> int:
-    """Return a FedAvg round's worth of local work in samples, the unit every strategy reports in.
+def samples_per_round(config, partition, round_index: int) -> int:
+    """Return FedAvg's local work in round ``round_index``, in samples: the unit every strategy reports in.
 
-    ``fraction * local_epochs * N`` (N the partitioned samples), or with ``local_steps`` set,
-    ``fraction * K * local_steps * batch_size``.
+    ``local_epochs`` times the shard sizes of the clients FedAvg samples in that round, or with
+    ``local_steps`` set, ``local_steps * batch_size`` per sampled client. allreduce and reweighted
+    take steps until they have seen as many samples, so all strategies report on one grid.
     """
+    sizes = partition.sizes
+    clients = [k for k in sample_clients(len(sizes), config.fraction, config.seed, round_index) if sizes[k] > 0]
     if config.local_steps is not None:
-        work = config.fraction * partition.num_partitions * config.local_steps * config.batch_size
-    else:
-        work = config.fraction * config.local_epochs * int(partition.sizes.sum())
-    return max(1, int(round(work)))
+        return len(clients) * config.local_steps * config.batch_size
+    return config.local_epochs * int(sizes[clients].sum())

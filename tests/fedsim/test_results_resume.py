@@ -1,0 +1,105 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.loop import build_model
+from fedsim.engines.inprocess.rounds import model_bytes
+from fedsim.results import METRIC_COLUMNS, read_rows
+from partitions import Partition
+
+QUICK = {"model": "mlp", "rounds": 2, "batch_size": 20, "lr": 0.05, "num_partitions": 5, "fraction": 0.4}
+
+
+def test_run_folder_contents(tmp_path, mnist5k):
+    config = RunConfig(strategy="fedavg", **QUICK)
+    result = run(config, tmp_path, data=mnist5k)
+    assert RunConfig.from_mapping(json.loads((tmp_path / "config.json").read_text())) == config
+    assert Partition.load(tmp_path / "partition.json").num_partitions == 5
+    rows = read_rows(tmp_path / "metrics.csv")
+    assert list(rows[0])[: len(METRIC_COLUMNS)] == list(METRIC_COLUMNS)
+    assert [row["round"] for row in rows] == [1, 2]
+    assert rows == result.rows
+    summary = json.loads((tmp_path / "summary.json").read_text())["fedavg"]
+    for key in ("final_test_accuracy", "final_test_loss", "best_test_accuracy", "bytes_communicated", "wall_s", "rounds"):
+        assert key in summary
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert checkpoint["progress"]["round"] == 2
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_bytes_are_counted_from_the_tensors_that_travel(mnist5k):
+    model = build_model(RunConfig(**QUICK), mnist5k, torch.device("cpu"))
+    params, buffers = model_bytes(model)
+    assert params == sum(p.numel() for p in model.parameters()) * 4 and buffers == 0
+    fedavg = run(RunConfig(strategy="fedavg", **{**QUICK, "rounds": 1}), data=mnist5k)
+    assert fedavg.rows[0]["bytes_communicated"] == 2 * 2 * params  # 2 clients, state down and delta up
+    allreduce = run(RunConfig(strategy="allreduce", **{**QUICK, "rounds": 1}), data=mnist5k)
+    steps = allreduce.rows[0]["samples_seen"] // (5 * 20)  # equal shards of 800: every rank is in every step
+    assert allreduce.rows[0]["bytes_communicated"] == steps * 5 * 2 * params
+
+
+def test_strategies_report_on_the_same_samples_seen_grid(mnist5k):
+    seen = {s: [row["samples_seen"] for row in run(RunConfig(strategy=s, **QUICK), data=mnist5k).rows]
+            for s in ("allreduce", "reweighted", "fedavg")}
+    for rounds in zip(*seen.values()):
+        assert max(rounds) - min(rounds) < 5 * 20  # within one allreduce step of K x B samples
+
+
+def test_resume_extends_a_finished_run(tmp_path, mnist5k):
+    config = RunConfig(strategy="reweighted", weights="class-balanced", **QUICK)
+    run(config, tmp_path, data=mnist5k)
+    longer = run(config.replace(rounds=3), tmp_path, resume=True, data=mnist5k)
+    straight = run(config.replace(rounds=3), data=mnist5k)
+    assert [row["round"] for row in longer.rows] == [1, 2, 3]
+    for a, b in zip(longer.global_state, straight.global_state):
+        assert torch.equal(a, b)
+
+
+def test_resume_refuses_a_different_config_and_fresh_start_refuses_an_old_run(tmp_path, mnist5k):
+    config = RunConfig(strategy="fedavg", **QUICK)
+    run(config, tmp_path, data=mnist5k)
+    with pytest.raises(ValueError, match=r"different config \(lr: 0.05 -> 0.1\)"):
+        run(config.replace(lr=0.1), tmp_path, resume=True, data=mnist5k)
+    with pytest.raises(ValueError, match="already holds a run"):
+        run(config, tmp_path, data=mnist5k)
+
+
+def _fedsim_run(out, *extra):
+    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", "6", "--batch-size", "10",
+            "--partition", "dirichlet", "--alpha", "0.3", "--num-partitions", "10", "--server-momentum", "0.5",
+            "--quiet", "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "fedsim", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
+    straight = _fedsim_run(tmp_path / "straight")
+    killed = _fedsim_run(tmp_path / "killed")
+    checkpoint = tmp_path / "killed" / "checkpoint.pt"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and killed.poll() is None:
+        if checkpoint.exists() and torch.load(checkpoint, weights_only=True)["progress"]["round"] >= 2:
+            break
+        time.sleep(0.05)
+    assert killed.poll() is None, f"the run ended before it could be killed: {killed.communicate()}"
+    os.kill(killed.pid, signal.SIGKILL)
+    killed.wait()
+    rounds_done = torch.load(checkpoint, weights_only=True)["progress"]["round"]
+    assert 2 <= rounds_done < 6
+    resumed = _fedsim_run(tmp_path / "killed", "--resume")
+    for process in (resumed, straight):
+        _, stderr = process.communicate(timeout=600)
+        assert process.returncode == 0, stderr
+    final = [torch.load(tmp_path / name / "model.pt", weights_only=True)["state"] for name in ("killed", "straight")]
+    assert all(torch.equal(a, b) for a, b in zip(*final))
+    assert [row["round"] for row in read_rows(tmp_path / "killed" / "metrics.csv")] == list(range(1, 7))
