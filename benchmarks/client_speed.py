@@ -11,30 +11,17 @@ time of each, so that machine noise hits both alike.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
 import torch
+from timing import best_times, centralized_epoch
 
 import partitions
 from fedsim.client import client_update, get_state, set_state
-from fedsim.data import load_dataset, normalize
+from fedsim.data import load_dataset
 from fedsim.models import create_model
 from fedsim.optim import OptimizerConfig
 from fedsim.tasks import create_task
-
-
-def centralized_epoch(model, data, indices, batch_size, lr, seed):
-    """One epoch of a plain training loop over ``indices``: shuffle, index, forward, backward, step."""
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    order = torch.from_numpy(indices)[torch.randperm(indices.size, generator=torch.Generator().manual_seed(seed))]
-    model.train()
-    for start in range(0, order.numel(), batch_size):
-        batch = order[start : start + batch_size]
-        loss = torch.nn.functional.cross_entropy(model(normalize(data.train_images[batch], data)), data.train_labels[batch])
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
 
 
 def main(argv=None):
@@ -64,12 +51,7 @@ def main(argv=None):
         centralized_epoch(model, data, everything, args.batch_size, optimizer.lr, seed=0)
 
     centralize()  # warm up the kernels once before timing either
-    best = {"clients": float("inf"), "centralized": float("inf")}
-    for _ in range(args.repeats):
-        for name, job in (("clients", simulate), ("centralized", centralize)):
-            start = time.perf_counter()
-            job()
-            best[name] = min(best[name], time.perf_counter() - start)
+    best = best_times({"clients": simulate, "centralized": centralize}, args.repeats)
 
     sizes = partition.sizes
     print(f"{args.model} on mnist-5k, {args.clients} clients x {sizes.min()}-{sizes.max()} samples, "

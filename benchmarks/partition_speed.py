@@ -10,9 +10,9 @@ of ``--repeats`` runs, fedsim and reference interleaved so that machine noise hi
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from timing import best_times
 
 import partitions
 
@@ -34,16 +34,6 @@ def niid_bench_dirichlet(labels, num_partitions, alpha, min_partition_size, rng)
             idx_batch = [idx_j + idx.tolist() for idx_j, idx in zip(idx_batch, np.split(idx_k, proportions))]
             min_size = min(len(idx_j) for idx_j in idx_batch)
     return idx_batch, tries
-
-
-def best_time(function, repeats):
-    """Return the best wall time of ``repeats`` calls and the last result."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def main(argv=None):
@@ -69,15 +59,11 @@ def main(argv=None):
         "shards (2 per partition)": lambda: partitions.shards(labels, k, seed=0),
         "iid": lambda: partitions.iid(labels, k, seed=0),
     }
-    times = {name: float("inf") for name in jobs}
-    reference_time, reference_tries = float("inf"), 0
-    for _ in range(args.repeats):
-        for name, job in jobs.items():
-            times[name] = min(times[name], best_time(job, 1)[0])
-        elapsed, (_, reference_tries) = best_time(
-            lambda: niid_bench_dirichlet(labels, k, alpha, min_size, np.random.default_rng(0)), 1
-        )
-        reference_time = min(reference_time, elapsed)
+    draws = []
+    jobs["reference"] = lambda: draws.append(niid_bench_dirichlet(labels, k, alpha, min_size, np.random.default_rng(0))[1])
+    times = best_times(jobs, args.repeats)
+    reference_time, reference_tries = times.pop("reference"), draws[-1]
+    jobs.pop("reference")
 
     width = max(map(len, jobs)) + 2
     for name, seconds in times.items():

@@ -63,6 +63,8 @@ class GradientRounds:
         self.dynamic = config.weights == "dynamic"
         self.fused = config.fused and not has_batchnorm(model) and not (self.dynamic and config.dynamic_rule == "cosine")
         self.param_bytes, self.buffer_bytes = model_bytes(model)
+        # fp16 autocast on CUDA needs loss scaling; bf16 on the CPU does not
+        self.scaler = torch.amp.GradScaler("cuda") if config.amp and self.device.type == "cuda" else None
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
         """Take steps until the run has seen ``target`` samples in all (at least one step).
@@ -76,7 +78,11 @@ class GradientRounds:
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
             with seeded_global_rng(derive_seed(self.config.seed, _STEP_STREAM, self.step_count), self.device):
                 loss_sum = self.step(batches, active)
-            self.optimizer.step()
+            if self.scaler is not None:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
             stats.samples += sum(batches[rank].numel() for rank in active)
             stats.loss_sum += loss_sum
             stats.bytes_up += len(active) * self.param_bytes
@@ -115,7 +121,7 @@ class GradientRounds:
         rank_means = torch.zeros(len(active), device=self.device).index_add_(0, slot, per_sample.detach()) / counts
         weights = torch.as_tensor(self._weights(active, rank_means.cpu().numpy()), dtype=torch.float32,
                                   device=self.device)
-        (per_sample * (weights / counts)[slot]).sum().backward()
+        self._backward((per_sample * (weights / counts)[slot]).sum())
         return loss_sum
 
     def _per_rank_step(self, inputs, active) -> float:
@@ -130,7 +136,7 @@ class GradientRounds:
             loss_sum += raw_sum
             rank_means.append(float(per_sample.detach().mean()))
             scale = 1.0 if self.dynamic else static[slot]
-            (per_sample.mean() * scale).backward()
+            self._backward(per_sample.mean() * scale)
             if self.dynamic:
                 gradients.append([p.grad.clone() for p in self.params])
                 self.optimizer.zero_grad(set_to_none=False)
@@ -146,6 +152,9 @@ class GradientRounds:
                 accumulate(grads, gradient, weight)
         return loss_sum
 
+    def _backward(self, loss) -> None:
+        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+
     def _weights(self, active, scores) -> np.ndarray:
         """Return the weight of each active rank: static, or ``softmax(score / T)`` over the active ranks."""
         if self.dynamic:
@@ -153,10 +162,15 @@ class GradientRounds:
         return self.rank_weights[active]
 
     def state_dict(self) -> dict:
-        """Return what a checkpoint needs beyond the global tensors: the step count and optimizer state."""
-        return {"step_count": self.step_count, "optimizer": self.optimizer.state_dict()}
+        """Return what a checkpoint needs beyond the global tensors: step count, optimizer and loss scale."""
+        state = {"step_count": self.step_count, "optimizer": self.optimizer.state_dict()}
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
         self.step_count = int(state["step_count"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])

@@ -80,7 +80,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
 
     # scheduled_samples: FedAvg's cumulative work, the grid every strategy reports on
     progress = {"round": 0, "samples_seen": 0, "scheduled_samples": 0, "bytes_communicated": 0, "wall_s": 0.0,
-                "bytes_up": 0, "bytes_down": 0}
+                "eval_s": 0.0, "bytes_up": 0, "bytes_down": 0}
     rows: list[dict] = []
     if checkpoint is not None:
         progress, rows = _restore(checkpoint, rounds)
@@ -93,7 +93,9 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         last = round_index + 1 == config.rounds
         metrics = None
         if (round_index + 1) % config.eval_every == 0 or last:
+            evaluation_started = time.perf_counter()
             metrics = evaluate(model, None if rounds_class is GradientRounds else rounds.global_state, data, task=task)
+            progress["eval_s"] += time.perf_counter() - evaluation_started
         progress["wall_s"] += time.perf_counter() - started
         progress["round"] = round_index + 1
         progress["samples_seen"] += stats.samples
@@ -133,6 +135,7 @@ def summarize(rows: list[dict], progress: dict, num_partitions: int) -> dict:
         "bytes_down_per_rank_per_round": progress["bytes_down"] / num_partitions / rounds,
         "samples_seen": progress["samples_seen"],
         "wall_s": progress["wall_s"],
+        "eval_s": progress.get("eval_s", 0.0),
         "rounds": len(rows),
     }
     for key in ("test_micro_f1", "test_macro_f1", "test_mean_average_precision"):
