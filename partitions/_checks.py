@@ -141,13 +141,23 @@ def check_nonnegative_real(value, name: str) -> float:
     return float(value)
 
 
-def min_size_error(min_partition_size: int, max_tries: int, best_smallest: int, tried: str, remedies: str) -> ValueError:
-    """Return the error for a bounded retry loop that never reached ``min_partition_size``.
+def draw_until_min_size(draw, min_partition_size: int, max_tries: int, *, alpha, num_partitions: int,
+                        remedies: str = "a larger `alpha`, fewer `num_partitions`"):
+    """Call ``draw()`` until the smallest partition it reports reaches ``min_partition_size``.
 
-    ``tried`` describes the parameters of the draws, ``remedies`` the other parameters that help.
+    ``draw`` returns ``(result, smallest_partition_size)``. After ``max_tries`` draws without
+    success, raise a ``ValueError`` that names the largest minimum reached, which the same call
+    with that ``min_partition_size`` would accept, and the parameters that would help.
     """
-    return ValueError(
+    best_smallest = 0
+    for _ in range(max_tries):
+        result, smallest = draw()
+        if smallest >= min_partition_size:
+            return result
+        best_smallest = max(best_smallest, int(smallest))
+    raise ValueError(
         f"could not give every partition `min_partition_size`={min_partition_size} samples in "
-        f"`max_tries`={max_tries} draws with {tried}: the best draw's smallest partition had "
-        f"{best_smallest} samples. Use `min_partition_size` <= {best_smallest}, {remedies} or more `max_tries`"
+        f"`max_tries`={max_tries} draws with `alpha`={alpha.tolist()} and `num_partitions`={num_partitions}: "
+        f"the best draw's smallest partition had {best_smallest} samples. Use `min_partition_size` <= "
+        f"{best_smallest}, {remedies} or more `max_tries`"
     )

@@ -11,7 +11,7 @@ from ._checks import (
     check_num_partitions,
     check_positive_int,
     check_seed,
-    min_size_error,
+    draw_until_min_size,
 )
 from ._layout import class_blocks, cut_counts, split_class_blocks
 from .partition import Partition
@@ -84,26 +84,22 @@ def dirichlet(
     rng = np.random.default_rng(seed)
     order, class_sizes = class_blocks(labels, num_classes, rng)
     class_alpha = np.broadcast_to(alpha, (num_classes,))
-    best_smallest = 0
-    for _ in range(max_tries):
+
+    def draw():
         counts = _draw_counts(class_sizes, class_alpha, num_partitions, self_balancing, rng)
-        smallest = int(counts.sum(axis=0).min())
-        if smallest >= min_partition_size:
-            params = {
-                "num_partitions": num_partitions,
-                "alpha": alpha.tolist(),
-                "min_partition_size": min_partition_size,
-                "self_balancing": bool(self_balancing),
-            }
-            return Partition(split_class_blocks(order, class_sizes, counts), labels.size, "dirichlet", params, seed)
-        best_smallest = max(best_smallest, smallest)
-    raise min_size_error(
-        min_partition_size,
-        max_tries,
-        best_smallest,
-        tried=f"`alpha`={alpha.tolist()} and `num_partitions`={num_partitions}",
+        return counts, counts.sum(axis=0).min()
+
+    counts = draw_until_min_size(
+        draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions,
         remedies="a larger `alpha`, fewer `num_partitions`, `self_balancing=True`",
     )
+    params = {
+        "num_partitions": num_partitions,
+        "alpha": alpha.tolist(),
+        "min_partition_size": min_partition_size,
+        "self_balancing": bool(self_balancing),
+    }
+    return Partition(split_class_blocks(order, class_sizes, counts), labels.size, "dirichlet", params, seed)
 
 
 def _draw_counts(

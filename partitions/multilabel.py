@@ -11,7 +11,7 @@ from ._checks import (
     check_num_partitions,
     check_positive_int,
     check_seed,
-    min_size_error,
+    draw_until_min_size,
 )
 from ._layout import split_by_owner
 from .partition import Partition
@@ -74,22 +74,15 @@ def multilabel_dirichlet(
     seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     class_alpha = np.broadcast_to(alpha, (num_classes,))
-    best_smallest = 0
-    for _ in range(max_tries):
+
+    def draw():
         shares = np.stack([rng.dirichlet(np.full(num_partitions, a)) for a in class_alpha])
         owner = _sample_owners(matrix, shares, rng)
-        smallest = int(np.bincount(owner, minlength=num_partitions).min())
-        if smallest >= min_partition_size:
-            params = {"num_partitions": num_partitions, "alpha": alpha.tolist(), "min_partition_size": min_partition_size}
-            return Partition(split_by_owner(owner, num_partitions), n, "multilabel_dirichlet", params, seed)
-        best_smallest = max(best_smallest, smallest)
-    raise min_size_error(
-        min_partition_size,
-        max_tries,
-        best_smallest,
-        tried=f"`alpha`={alpha.tolist()} and `num_partitions`={num_partitions}",
-        remedies="a larger `alpha`, fewer `num_partitions`",
-    )
+        return owner, np.bincount(owner, minlength=num_partitions).min()
+
+    owner = draw_until_min_size(draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions)
+    params = {"num_partitions": num_partitions, "alpha": alpha.tolist(), "min_partition_size": min_partition_size}
+    return Partition(split_by_owner(owner, num_partitions), n, "multilabel_dirichlet", params, seed)
 
 
 def _sample_owners(matrix: np.ndarray, shares: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -11,7 +11,7 @@ from ._checks import (
     check_num_samples,
     check_positive_int,
     check_seed,
-    min_size_error,
+    draw_until_min_size,
 )
 from ._layout import cut_counts
 from .partition import Partition
@@ -63,18 +63,12 @@ def quantity_skew(
     seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     concentration = np.broadcast_to(alpha, (num_partitions,))
-    best_smallest = 0
-    for _ in range(max_tries):
+
+    def draw():
         sizes = cut_counts(rng.dirichlet(concentration), n)
-        if sizes.min() >= min_partition_size:
-            parts = np.split(rng.permutation(n), np.cumsum(sizes)[:-1])
-            params = {"num_partitions": num_partitions, "alpha": alpha.tolist(), "min_partition_size": min_partition_size}
-            return Partition(parts, n, "quantity_skew", params, seed)
-        best_smallest = max(best_smallest, int(sizes.min()))
-    raise min_size_error(
-        min_partition_size,
-        max_tries,
-        best_smallest,
-        tried=f"`alpha`={alpha.tolist()} and `num_partitions`={num_partitions}",
-        remedies="a larger `alpha`, fewer `num_partitions`",
-    )
+        return sizes, sizes.min()
+
+    sizes = draw_until_min_size(draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions)
+    parts = np.split(rng.permutation(n), np.cumsum(sizes)[:-1])
+    params = {"num_partitions": num_partitions, "alpha": alpha.tolist(), "min_partition_size": min_partition_size}
+    return Partition(parts, n, "quantity_skew", params, seed)
