@@ -33,6 +33,7 @@ HELP = {
     "fraction": "FedAvg client fraction C in (0, 1]",
     "weights": "rank/client weights: equal, size, class-balanced, dynamic",
     "mu": "FedProx proximal weight",
+    "feature_noise": "NIID-Bench feature-noise skew: input noise sigma * i / (K - 1) on partition i",
     "server_momentum": "FedAvgM server momentum",
     "uneven": "allreduce with uneven shards: join (DDP Join) or cycle",
     "fused": "allreduce: one fused forward of K x B samples where per-rank semantics allow",

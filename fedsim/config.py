@@ -50,6 +50,9 @@ class RunConfig:
         rank's mean loss (``"loss"``) or the cosine of its gradient to the mean gradient (``"cosine"``).
     mu : float
         FedProx proximal weight.
+    feature_noise : float
+        NIID-Bench's feature-noise skew: partition ``i`` of ``K`` gets Gaussian input noise of
+        standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
     server_lr, server_momentum : float
         FedAvg's server optimizer (plain averaging is lr 1, momentum 0; FedAvgM sets momentum).
     uneven : {"join", "cycle"}
@@ -91,6 +94,7 @@ class RunConfig:
     dynamic_rule: str = "loss"
     temperature: float = 1.0
     mu: float = 0.0
+    feature_noise: float = 0.0
     server_lr: float = 1.0
     server_momentum: float = 0.0
     uneven: str = "join"
@@ -121,6 +125,7 @@ class RunConfig:
         _number("server_momentum", self.server_momentum, low=0.0, high=1.0)
         _number("weight_decay", self.weight_decay, low=0.0)
         _number("mu", self.mu, low=0.0)
+        _number("feature_noise", self.feature_noise, low=0.0)
         _number("temperature", self.temperature, low=0.0, low_open=True)
         _number("alpha", self.alpha, low=0.0, low_open=True)
         _number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)

@@ -158,6 +158,6 @@ def _parse(key, value):
         return value
     if value == "":
         return math.nan
-    if key in ("round", "samples_seen", "bytes_communicated"):
+    if key in ("round", "samples_seen", "bytes_communicated", "bytes_up", "bytes_down"):
         return int(value)
     return float(value)

@@ -106,3 +106,18 @@ def test_join_divides_by_all_ranks(mnist5k):
     loss = create_task(10).loss(model(rounds._inputs(batches[0], 0)[0]), mnist5k.train_labels[batches[0]]).mean()
     loss.backward()
     torch.testing.assert_close([p.grad / 2 for p in rounds.params], half)
+
+
+@pytest.mark.parametrize("strategy", ["allreduce", "fedavg"])
+def test_feature_noise_skew_spares_partition_zero_only(mnist5k, equal_shards, strategy):
+    clean = final_state(mnist5k, equal_shards, strategy=strategy, rounds=1, batch_size=50)
+    noisy = final_state(mnist5k, equal_shards, strategy=strategy, rounds=1, batch_size=50, feature_noise=0.5)
+    assert not torch.equal(clean[0], noisy[0])
+    one_rank = Partition([equal_shards.shard(0)], num_samples=equal_shards.num_samples, scheme="manual")
+    # with a single partition its level is 0: nothing changes
+    torch.testing.assert_close(
+        final_state(mnist5k, one_rank, strategy=strategy, rounds=1, batch_size=50, num_partitions=1),
+        final_state(mnist5k, one_rank, strategy=strategy, rounds=1, batch_size=50, num_partitions=1,
+                    feature_noise=0.5),
+        rtol=0, atol=0,
+    )

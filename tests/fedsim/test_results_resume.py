@@ -41,6 +41,7 @@ def test_bytes_are_counted_from_the_tensors_that_travel(mnist5k):
     assert params == sum(p.numel() for p in model.parameters()) * 4 and buffers == 0
     fedavg = run(RunConfig(strategy="fedavg", **{**QUICK, "rounds": 1}), data=mnist5k)
     assert fedavg.rows[0]["bytes_communicated"] == 2 * 2 * params  # 2 clients, state down and delta up
+    assert fedavg.rows[0]["bytes_up"] == fedavg.rows[0]["bytes_down"] == 2 * params
     allreduce = run(RunConfig(strategy="allreduce", **{**QUICK, "rounds": 1}), data=mnist5k)
     steps = allreduce.rows[0]["samples_seen"] // (5 * 20)  # equal shards of 800: every rank is in every step
     assert allreduce.rows[0]["bytes_communicated"] == steps * 5 * 2 * params

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from partitions import feature_noise_levels
+
 from ...aggregate import accumulate
 from ...client import client_update, get_state
 from ...optim import OptimizerConfig
@@ -39,6 +41,7 @@ class FedAvgRounds:
         )
         self.client_optimizer = OptimizerConfig(lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
         self.sizes = partition.sizes
+        self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.state_bytes = sum(model_bytes(model))
         self._delta = [torch.empty_like(t) for t in self.global_state]
 
@@ -64,6 +67,7 @@ class FedAvgRounds:
                 batch_size=config.batch_size, epochs=None if config.local_steps else config.local_epochs,
                 local_steps=config.local_steps, optimizer=self.client_optimizer, prox_mu=config.mu,
                 seed=config.seed, round=round_index, client=client, amp=config.amp, out=self._delta,
+                noise_sigma=float(self.noise[client]),
             )
             accumulate(mean_delta, update.delta, weight)
             stats.samples += update.samples_processed

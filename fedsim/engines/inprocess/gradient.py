@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from partitions import feature_noise_levels
+
 from ...aggregate import accumulate, class_balance_weights, cosine_to_mean, size_weights, softmax_weights
 from ...client import autocast, seeded_global_rng, state_tensors, training_batch
 from ...seeding import derive_seed, torch_generator
@@ -49,6 +51,7 @@ class GradientRounds:
         )
         self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
         self.num_ranks = partition.num_partitions
+        self.noise = feature_noise_levels(self.num_ranks, config.feature_noise)
         self.step_count = 0
         # Static rank weights. Under Join a rank that sits out adds nothing and the rest are not
         # rescaled: the sum is still divided by K, as DDP divides by the initial world size.
@@ -101,7 +104,7 @@ class GradientRounds:
 
     def _inputs(self, batch, rank):
         generator = torch_generator(self.config.seed, _STEP_STREAM, self.step_count, rank)
-        return training_batch(self.data, batch, generator, 0.0, self.device)
+        return training_batch(self.data, batch, generator, float(self.noise[rank]), self.device)
 
     def _sample_losses(self, images, targets, rank_of_sample):
         """Return the per-sample losses as the optimizer sees them (class-balanced) and their raw sum."""

@@ -151,6 +151,8 @@ def _row(strategy, progress, train_loss, metrics, multilabel) -> dict:
         "round": progress["round"],
         "samples_seen": progress["samples_seen"],
         "bytes_communicated": progress["bytes_communicated"],
+        "bytes_up": progress["bytes_up"],
+        "bytes_down": progress["bytes_down"],
         # multi-label runs report subset accuracy (every label right) as their accuracy
         "test_accuracy": metrics.get("subset_accuracy" if multilabel else "accuracy", math.nan),
         "test_loss": metrics.get("loss", math.nan),
