@@ -15,7 +15,7 @@ from .config import DEVICES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfi
 from .partitioning import SCHEMES
 
 PARTITION_FIELDS = (
-    "dataset", "data_root", "partition", "num_partitions", "alpha", "classes_per_partition",
+    "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
     "class_assignment_mode", "min_partition_size", "shards_per_partition", "seed",
 )
 HELP = {
@@ -49,6 +49,11 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
     for field in dataclasses.fields(RunConfig):
         if names is not None and field.name not in names:
             continue
+        if field.name == "dataset_options":
+            parser.add_argument("--dataset-option", dest="dataset_options", action=DatasetOption, metavar="KEY=VALUE",
+                                default=argparse.SUPPRESS, help="a dataset option, e.g. label_granularity=coarse "
+                                "(repeatable)")
+            continue
         flag = "--" + field.name.replace("_", "-")
         aliases = [flag, "--scheme"] if field.name == "partition" else [flag]
         help_text = f"{HELP.get(field.name, field.name.replace('_', ' '))} (default {field.default})"
@@ -60,6 +65,24 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
         parser.add_argument(*aliases, dest=field.name, type=kind, choices=CHOICES.get(field.name),
                             default=argparse.SUPPRESS, help=help_text, metavar=None if field.name in CHOICES else
                             field.name.upper())
+
+
+class DatasetOption(argparse.Action):
+    """Collect ``--dataset-option KEY=VALUE`` into a dict, reading VALUE as TOML would (numbers, booleans)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        import tomllib
+
+        key, separator, text = value.partition("=")
+        if not separator or not key:
+            parser.error(f"--dataset-option needs KEY=VALUE, got {value!r}")
+        try:
+            parsed = tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError:
+            parsed = text  # a bare word such as `coarse` is a string
+        options = dict(getattr(namespace, self.dest, None) or {})
+        options[key.replace("-", "_")] = parsed
+        setattr(namespace, self.dest, options)
 
 
 def config_from_args(args, **fixed) -> RunConfig:
@@ -106,11 +129,10 @@ def command_partition(args) -> None:
     """Partition a dataset's training labels, save the partition and print its heterogeneity."""
     from partitions.metrics import summary
 
-    from .data import load_dataset
     from .partitioning import partition_for
 
     config = config_from_args(args)
-    dataset = load_dataset(config.dataset, root=config.data_root)
+    dataset = config.load_dataset()
     labels = dataset.train_labels.numpy()
     partition = partition_for(config, labels)
     path = partition.save(args.out)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 from partitions.partition import write_atomic
 
-from .data import load_dataset
 from .engines.inprocess import run
 from .partitioning import partition_for
 from .results import RunFolder
@@ -35,7 +34,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     if duplicates:
         raise ValueError(f"`strategies` names {duplicates[0]!r} twice")
     configs = {name: strategy_config(config, name) for name in strategies}  # validates every name first
-    data = load_dataset(config.dataset, root=config.data_root)
+    data = config.load_dataset()
     partition = partition_for(config, data.train_labels.numpy())
     out = Path(out)
     results = {}

@@ -26,6 +26,9 @@ class RunConfig:
     strategy : {"allreduce", "reweighted", "fedavg"}
     dataset, model : str
         Registry names (`fedsim datasets`, `fedsim models`).
+    dataset_options : dict
+        The dataset's own options, e.g. ``{"label_granularity": "coarse"}`` for cifar100 or
+        ``{"image_size": 28}`` for digits (``--dataset-option KEY=VALUE`` on the command line).
     norm : str, optional
         Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
     partition : str
@@ -73,6 +76,7 @@ class RunConfig:
     strategy: str = "fedavg"
     dataset: str = "mnist-5k"
     data_root: str | None = None
+    dataset_options: dict = dataclasses.field(default_factory=dict)
     model: str = "cnn"
     norm: str | None = None
     partition: str = "dirichlet"
@@ -109,6 +113,8 @@ class RunConfig:
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
         _choice("partition", self.partition, SCHEMES)
+        if not isinstance(self.dataset_options, dict):
+            raise TypeError(f"`dataset_options` must be a table of option = value, got {self.dataset_options!r}")
         _choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         _choice("uneven", self.uneven, UNEVEN_MODES)
         _choice("device", self.device, DEVICES)
@@ -164,6 +170,12 @@ class RunConfig:
     def to_dict(self) -> dict:
         """Return every field as plain data (what ``config.json`` holds)."""
         return dataclasses.asdict(self)
+
+    def load_dataset(self):
+        """Load the dataset this config names, with its root and options."""
+        from .data import load_dataset
+
+        return load_dataset(self.dataset, root=self.data_root, **self.dataset_options)
 
     def replace(self, **changes) -> RunConfig:
         """Return a copy with ``changes`` applied (and validated)."""

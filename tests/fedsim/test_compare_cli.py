@@ -78,3 +78,11 @@ def test_compare_rejects_bad_strategy_lists(tmp_path):
         compare(RunConfig(), ["fedavg", "fedavg"], tmp_path)
     with pytest.raises(ValueError, match="unknown strategy"):
         compare(RunConfig(), ["fedavg", "fedsgd"], tmp_path)
+
+
+def test_dataset_options_reach_the_loader(tmp_path):
+    result = fedsim("run", *QUICK, "--dataset", "digits", "--dataset-option", "image_size=16", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "config.json").read_text())["dataset_options"] == {"image_size": 16}
+    bad = fedsim("partition", "--dataset", "digits", "--dataset-option", "size=3", "--out", str(tmp_path / "p.json"))
+    assert bad.returncode == 2 and "has no option `size`; its options: image_size" in bad.stderr

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import torch
 
 from ...client import evaluate, seeded_global_rng
-from ...data import load_dataset
 from ...models import create_model
 from ...partitioning import partition_for
 from ...results import RunFolder
@@ -68,7 +67,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     partition : partitions.Partition, optional
         Already-made partition (else made from the config's partition flags).
     """
-    data = data or load_dataset(config.dataset, root=config.data_root)
+    data = data or config.load_dataset()
     task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
     if partition is None:
         partition = partition_for(config, data.train_labels.numpy())
