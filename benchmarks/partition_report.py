@@ -11,8 +11,11 @@ import argparse
 import json
 from pathlib import Path
 
+from schemes import STANDARD_SCHEMES, slug
+
+from fedsim.config import RunConfig
 from fedsim.data import load_dataset
-from partitions import dirichlet, iid, pathological, shards
+from fedsim.partitioning import partition_for
 from partitions.metrics import heterogeneity, summary
 from partitions.partition import write_atomic
 from partitions.plot import compare, stacked_bars
@@ -20,13 +23,8 @@ from partitions.plot import compare, stacked_bars
 
 def standard_partitions(labels, num_partitions: int, seed: int) -> dict:
     """Return the schemes NIID-Bench compares: IID, Dir(0.5), Dir(0.1), #C=2 and McMahan shards."""
-    return {
-        "IID": iid(labels, num_partitions, seed=seed),
-        "Dir(0.5)": dirichlet(labels, num_partitions, 0.5, seed=seed),
-        "Dir(0.1)": dirichlet(labels, num_partitions, 0.1, seed=seed),
-        "#C=2": pathological(labels, num_partitions, 2, class_assignment_mode="deterministic", seed=seed),
-        "shards": shards(labels, num_partitions, seed=seed),
-    }
+    return {name: partition_for(RunConfig(num_partitions=num_partitions, seed=seed, **settings), labels)
+            for name, settings in STANDARD_SCHEMES.items()}
 
 
 def main(argv=None) -> None:
@@ -50,9 +48,8 @@ def main(argv=None) -> None:
     numbers = {name: heterogeneity(partition, labels) for name, partition in schemes.items()}
     write_atomic(out / "summary.json", json.dumps(numbers, indent=2))
     for name, partition in schemes.items():
-        slug = name.lower().replace("(", "-").replace(")", "").replace("#", "").replace("=", "")
-        stacked_bars(partition, labels, path=out / f"{slug}.png", title=f"{args.dataset} {name}")
-        partition.save(out / f"{slug}.json")
+        stacked_bars(partition, labels, path=out / f"{slug(name)}.png", title=f"{args.dataset} {name}")
+        partition.save(out / f"{slug(name)}.json")
     compare(schemes, labels, path=out / "comparison.png")
     print(f"\ntables and figures written to {out}/")
 

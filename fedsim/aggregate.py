@@ -42,11 +42,15 @@ def size_weights(sizes) -> np.ndarray:
 
 
 def class_balance_weights(counts) -> torch.Tensor:
-    """Return per-rank, per-class loss weights ``p_global(y) / p_k(y)`` (zero where rank k has no y).
+    """Return per-rank, per-class loss weights ``p_global(y) / p_k(y) * K / h(y)`` (zero where rank k has no y).
 
-    Weighting rank ``k``'s per-sample losses by them turns its gradient into an unbiased
-    estimate of the gradient over the global label distribution: importance sampling from
-    ``p_k(y)`` to ``p_global(y)``.
+    ``p_global(y) / p_k(y)`` is the importance weight from rank ``k``'s label distribution to
+    the global one. Alone, it makes a rank's gradient an unbiased estimate of the global
+    gradient only when the rank holds every class; under #C=k skew a rank covers a fraction of
+    the classes and the sum over ranks shrinks by that fraction. The coverage factor
+    ``K / h(y)``, with ``h(y)`` the number of ranks holding class ``y``, makes the equal-weight
+    sum over ranks an unbiased estimate of the global gradient for any partition:
+    ``sum_k 1/K * p_k(y) * w_k(y) = p_global(y)``. When every rank holds every class it is 1.
 
     Parameters
     ----------
@@ -58,11 +62,16 @@ def class_balance_weights(counts) -> torch.Tensor:
     >>> class_balance_weights([[3, 1], [1, 3]])
     tensor([[0.6667, 2.0000],
             [2.0000, 0.6667]])
+    >>> class_balance_weights([[6, 2, 0], [0, 2, 2]])  # class 1 is held twice, 0 and 2 once
+    tensor([[1.3333, 1.3333, 0.0000],
+            [0.0000, 0.6667, 0.6667]])
     """
     counts = torch.as_tensor(np.asarray(counts), dtype=torch.float64)
     global_share = counts.sum(dim=0) / counts.sum()
     local_share = counts / counts.sum(dim=1, keepdim=True).clamp(min=1)
-    weights = torch.where(local_share > 0, global_share / local_share.clamp(min=1e-300), torch.zeros(()))
+    holders = (counts > 0).sum(dim=0).clamp(min=1)
+    coverage = counts.shape[0] / holders
+    weights = torch.where(local_share > 0, global_share * coverage / local_share.clamp(min=1e-300), torch.zeros(()))
     return weights.float()
 
 

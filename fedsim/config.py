@@ -47,7 +47,8 @@ class RunConfig:
         FedAvg's fraction C of clients sampled each round, in (0, 1].
     weights : {"equal", "size", "class-balanced", "dynamic"}
         How ranks or clients are weighted: allreduce uses ``equal``; reweighted any; fedavg
-        ``size`` (n_k / n, its default) or ``equal``.
+        ``size`` (n_k / n, its default) or ``equal``. ``class-balanced`` weights each sample's
+        loss by `fedsim.aggregate.class_balance_weights` and the ranks equally.
     dynamic_rule, temperature
         For ``weights="dynamic"``: weights ``softmax(score_k / temperature)`` with the score the
         rank's mean loss (``"loss"``) or the cosine of its gradient to the mean gradient (``"cosine"``).

@@ -18,15 +18,25 @@ def test_weighted_sum_equals_numpy_average():
         np.testing.assert_allclose(result[i].numpy(), expected, rtol=1e-12)
 
 
-def test_class_balance_weights_make_each_rank_unbiased():
-    counts = np.array([[30, 10, 0], [5, 5, 40]])
+@pytest.mark.parametrize(
+    "counts", [[[30, 10, 0], [5, 5, 40]], [[50, 50, 0, 0], [0, 50, 50, 0], [0, 0, 50, 50], [50, 0, 0, 50]]],
+    ids=["dirichlet-like", "two-classes-each"],
+)
+def test_class_balance_weights_make_the_sum_over_ranks_unbiased(counts):
+    counts = np.array(counts)
     weights = class_balance_weights(counts).double().numpy()
     global_share = counts.sum(0) / counts.sum()
-    for rank in range(2):
-        local_share = counts[rank] / counts[rank].sum()
-        # E_local[w(y) f(y)] = E_global[f(y)] over the classes the rank holds
-        np.testing.assert_allclose(local_share * weights[rank], np.where(counts[rank] > 0, global_share, 0))
-    assert weights[0, 2] == 0
+    local_share = counts / counts.sum(1, keepdims=True)
+    # sum_k 1/K E_k[w_k(y) f(y)] = E_global[f(y)]: the equal-weight sum is the global gradient in expectation
+    np.testing.assert_allclose((local_share * weights).sum(0) / len(counts), global_share)
+    assert np.all(weights[counts == 0] == 0)
+
+
+def test_class_balance_weights_are_plain_importance_weights_when_every_rank_holds_every_class():
+    counts = np.array([[30, 10], [5, 45]])
+    share = lambda c: c / c.sum()  # noqa: E731
+    expected = share(counts.sum(0)) / np.stack([share(row) for row in counts])
+    np.testing.assert_allclose(class_balance_weights(counts).double().numpy(), expected, rtol=1e-6)
 
 
 def test_softmax_and_cosine_rules():
