@@ -91,4 +91,4 @@ def softmax_weights(scores, temperature: float) -> np.ndarray:
 def cosine_to_mean(gradients: Sequence[Sequence[torch.Tensor]]) -> np.ndarray:
     """Return the cosine similarity of each rank's flattened gradient to the mean gradient."""
     flat = torch.stack([torch.cat([g.reshape(-1).double() for g in gradient]) for gradient in gradients])
-    return torch.nn.functional.cosine_similarity(flat, flat.mean(dim=0, keepdim=True), dim=1).numpy()
+    return torch.nn.functional.cosine_similarity(flat, flat.mean(dim=0, keepdim=True), dim=1).cpu().numpy()

@@ -11,6 +11,8 @@ import argparse
 import dataclasses
 import sys
 
+from partitions.pathological import CLASS_ASSIGNMENT_MODES
+
 from .config import DEVICES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
 from .partitioning import SCHEMES
 
@@ -40,7 +42,7 @@ HELP = {
 }
 CHOICES = {
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
-    "device": DEVICES, "class_assignment_mode": ("random", "deterministic", "first-deterministic"),
+    "device": DEVICES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
 
 
@@ -196,7 +198,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         args.handler(args)
-    except (ValueError, TypeError, RuntimeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, RuntimeError, OSError) as error:
         parser.exit(2, f"fedsim {args.command}: error: {error}\n")
     return 0
 

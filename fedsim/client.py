@@ -57,7 +57,7 @@ class ClientUpdate:
     num_steps : int
         Optimizer steps taken.
     loss_sum : float
-        Sum of the per-sample training losses (unweighted).
+        Sum of the per-sample training losses, before any class weights.
     label_counts : Tensor
         How many samples of each class the shard holds.
     """
@@ -96,6 +96,7 @@ def client_update(
     drop_last: bool = False,
     noise_sigma: float = 0.0,
     out: list[torch.Tensor] | None = None,
+    scaler: torch.amp.GradScaler | None = None,
 ) -> ClientUpdate:
     """Train ``model`` from ``global_state`` on the client's samples and return the delta.
 
@@ -139,6 +140,10 @@ def client_update(
         Standard deviation of Gaussian noise added to the normalised inputs (feature-noise skew).
     out : list of Tensor, optional
         Preallocated tensors for the delta, to avoid allocating per client.
+    scaler : torch.amp.GradScaler, optional
+        The fp16 loss scaler to use on CUDA with ``amp``; pass one that lives across clients so
+        each client does not restart from the initial scale (and skip its first steps). A new
+        one is made when omitted.
 
     Returns
     -------
@@ -162,7 +167,10 @@ def client_update(
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     opt = optimizer.build(params)
-    scaler = torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
+    if amp and device.type == "cuda":
+        scaler = scaler or torch.amp.GradScaler("cuda")
+    else:
+        scaler = None
     weights = None if class_weights is None else class_weights.to(device)
     anchors = [p.detach().clone() for p in params] if prox_mu > 0 else None
 
@@ -175,11 +183,13 @@ def client_update(
                 inputs, targets = training_batch(data, chunk, generator, noise_sigma, device)
                 with autocast(device, amp):
                     per_sample = task.loss(model(inputs), targets)
+                loss_sum += per_sample.detach().sum()
                 if weights is not None:
                     per_sample = per_sample * weights[targets]
                 loss = per_sample.sum() / batch.numel()  # the mean over the whole batch
                 (scaler.scale(loss) if scaler else loss).backward()
-                loss_sum += per_sample.detach().sum()
+            if scaler and anchors is not None:
+                scaler.unscale_(opt)  # the proximal term must be added to true, not scaled, gradients
             if anchors is not None:
                 grads = [p.grad for p in params]
                 torch._foreach_add_(grads, torch._foreach_sub([p.detach() for p in params], anchors), alpha=prox_mu)

@@ -8,6 +8,8 @@ import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from partitions.pathological import CLASS_ASSIGNMENT_MODES
+
 from .partitioning import SCHEMES
 from .strategies import get_strategy
 
@@ -119,8 +121,13 @@ class RunConfig:
         _choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         _choice("uneven", self.uneven, UNEVEN_MODES)
         _choice("device", self.device, DEVICES)
-        for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every", "checkpoint_every"):
+        _choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
+        for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every", "checkpoint_every",
+                     "classes_per_partition", "shards_per_partition"):
             _integer(name, getattr(self, name), minimum=1)
+        for name in ("amp", "fused"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
         _integer("seed", self.seed, minimum=0)
         _integer("min_partition_size", self.min_partition_size, minimum=0)
         if self.local_steps is not None:
@@ -165,7 +172,15 @@ class RunConfig:
             raise FileNotFoundError(f"no config file at {path}") from None
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{path} is not valid TOML: {error}") from None
-        data = data.get("run", data)
+        if "run" in data:
+            if not isinstance(data["run"], dict):
+                raise ValueError(f"`run` in {path} must be a table ([run]), got {data['run']!r}")
+            stray = sorted(set(data) - {"run"})
+            if stray:
+                raise ValueError(f"{path} has key {stray[0]!r} outside its [run] table; put every setting in [run]")
+            data = data["run"]
+        if "dataset_options" in overrides and isinstance(data.get("dataset_options"), dict):
+            overrides = {**overrides, "dataset_options": {**data["dataset_options"], **overrides["dataset_options"]}}
         return cls.from_mapping({**data, **overrides}, source=str(path))
 
     def to_dict(self) -> dict:

@@ -17,8 +17,6 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import torch
@@ -72,6 +70,10 @@ class RunFolder:
             if partition_path.exists() and Partition.load(partition_path) != partition:
                 raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
             checkpoint = self.load_checkpoint()
+            if not partition_path.exists():
+                partition.save(partition_path)
+            if checkpoint is not None:
+                self.log(f"resumed from the checkpoint of round {checkpoint['progress']['round']}")
             if checkpoint is not None and checkpoint["progress"]["round"] > config.rounds:
                 raise ValueError(
                     f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at round "
@@ -129,16 +131,11 @@ class RunFolder:
 
 
 def save_tensors(payload, path: Path) -> None:
-    """``torch.save`` through a temporary file and a rename, so a killed writer leaves the old file."""
+    """``torch.save`` atomically and durably: serialised in memory, then written as `write_atomic` writes."""
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        torch.save(payload, temporary)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomic(path, buffer.getvalue())
 
 
 def read_rows(path) -> list[dict]:

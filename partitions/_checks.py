@@ -91,12 +91,16 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def check_concentration(alpha, name: str = "alpha", *, length: int | None = None, what: str = "class") -> np.ndarray:
+def check_concentration(alpha, name: str = "alpha", *, length: int | None = None, what: str = "class",
+                        plural: str = "classes") -> np.ndarray:
     """Return a Dirichlet concentration as a float array, scalar or one value per ``what``.
 
     A scalar comes back as a 0-d array; a vector must have ``length`` entries.
     """
-    array = np.asarray(alpha, dtype=float) if not isinstance(alpha, str) else None
+    try:
+        array = None if alpha is None or isinstance(alpha, str) else np.asarray(alpha, dtype=float)
+    except (TypeError, ValueError):
+        array = None
     if array is None or array.ndim > 1:
         raise TypeError(f"`{name}` must be a number or a 1-D sequence of numbers, got {alpha!r}")
     if np.any(np.isnan(array)):
@@ -106,7 +110,7 @@ def check_concentration(alpha, name: str = "alpha", *, length: int | None = None
         raise ValueError(f"`{name}` must be a finite number > 0, got {shown}")
     if array.ndim == 1 and length is not None and array.shape[0] != length:
         raise ValueError(
-            f"`{name}` has {array.shape[0]} values but there are {length} {what}es; "
+            f"`{name}` has {array.shape[0]} values but there are {length} {plural}; "
             f"give one value per {what} or a scalar"
         )
     return array

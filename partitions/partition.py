@@ -230,16 +230,19 @@ def _check_disjoint_in_range(indices: Sequence[np.ndarray], num_samples: int) ->
         raise ValueError("the partitions overlap: a sample index appears more than once")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+def write_atomic(path: Path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` through a temporary file and a rename.
 
-    A reader sees the old file or the new one, never half of one, even if the writer is killed.
+    A reader sees the old file or the new one, never half of one, even if the writer is killed;
+    the data is on disk (fsync) before the rename.
     """
+    path = Path(path)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    data = content.encode("utf-8") if isinstance(content, str) else content
     try:
         os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it private; give it a normal file's mode
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)

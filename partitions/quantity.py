@@ -57,7 +57,7 @@ def quantity_skew(
     """
     n = check_num_samples(labels_or_n)
     num_partitions = check_num_partitions(num_partitions, n)
-    alpha = check_concentration(alpha, "alpha", length=num_partitions, what="partition")
+    alpha = check_concentration(alpha, "alpha", length=num_partitions, what="partition", plural="partitions")
     min_partition_size = check_min_partition_size(min_partition_size, n, num_partitions)
     max_tries = check_positive_int(max_tries, "max_tries")
     seed = check_seed(seed)

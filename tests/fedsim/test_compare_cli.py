@@ -86,3 +86,17 @@ def test_dataset_options_reach_the_loader(tmp_path):
     assert json.loads((tmp_path / "config.json").read_text())["dataset_options"] == {"image_size": 16}
     bad = fedsim("partition", "--dataset", "digits", "--dataset-option", "size=3", "--out", str(tmp_path / "p.json"))
     assert bad.returncode == 2 and "has no option `size`; its options: image_size" in bad.stderr
+
+
+def test_toml_keys_outside_the_run_table_and_bad_types_are_errors(tmp_path):
+    (tmp_path / "mixed.toml").write_text('lr = 0.2\n[run]\nstrategy = "allreduce"\n')
+    with pytest.raises(ValueError, match="key 'lr' outside its \\[run\\] table"):
+        RunConfig.from_toml(tmp_path / "mixed.toml")
+    (tmp_path / "amp.toml").write_text('amp = "false"\n')
+    with pytest.raises(TypeError, match="`amp` must be true or false"):
+        RunConfig.from_toml(tmp_path / "amp.toml")
+
+
+def test_unreadable_config_path_is_one_line(tmp_path):
+    result = fedsim("run", "--config", str(tmp_path), *QUICK, "--out", str(tmp_path / "r"))
+    assert result.returncode == 2 and "Is a directory" in result.stderr and "Traceback" not in result.stderr

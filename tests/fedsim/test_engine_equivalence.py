@@ -8,6 +8,7 @@ from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.gradient import GradientRounds
 from fedsim.engines.inprocess.loop import build_model
+from fedsim.engines.inprocess.rounds import sample_clients
 from fedsim.tasks import create_task
 from partitions import Partition, dirichlet, iid
 
@@ -71,21 +72,20 @@ def test_fused_forward_equals_per_rank_loop(mnist5k, settings):
     torch.testing.assert_close(fused, looped, rtol=1e-4, atol=1e-5)
 
 
-def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards):
-    config = RunConfig(strategy="allreduce", model="cnn", norm="batch")
-    model = build_model(config, mnist5k, torch.device("cpu"))
-    rounds = GradientRounds(config, model, mnist5k, create_task(10), equal_shards)
-    assert not rounds.fused  # a fused forward would pool the batch statistics of all ranks
-    running_mean = next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_mean
-    batches = rounds.schedule.batches(0)
-    rounds.step(batches, list(range(10)))
-    after_all = running_mean.clone()
-    # The buffers follow rank 0 alone, as DDP's broadcast_buffers does.
-    model_0 = build_model(config, mnist5k, torch.device("cpu"))
-    rounds_0 = GradientRounds(config, model_0, mnist5k, create_task(10), equal_shards)
-    rounds_0.step(batches, [0])
-    torch.testing.assert_close(after_all, next(m for m in model_0.modules()
-                                               if isinstance(m, torch.nn.BatchNorm2d)).running_mean)
+@pytest.mark.parametrize("uneven, authority", [("join", 9), ("cycle", 0)])
+def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards, uneven, authority):
+    config = RunConfig(strategy="allreduce", model="cnn", norm="batch", uneven=uneven)
+
+    def running_mean_after(ranks):
+        model = build_model(config, mnist5k, torch.device("cpu"))
+        rounds = GradientRounds(config, model, mnist5k, create_task(10), equal_shards)
+        assert not rounds.fused  # a fused forward would pool the batch statistics of all ranks
+        rounds.step(rounds.schedule.batches(0), ranks)
+        return next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_mean
+
+    # Each rank updates the broadcast statistics; the authoritative rank's update survives, as in
+    # DDP (the highest active rank under Join, rank 0 otherwise).
+    torch.testing.assert_close(running_mean_after(list(range(10))), running_mean_after([authority]))
 
 
 def test_join_divides_by_all_ranks(mnist5k):
@@ -121,3 +121,40 @@ def test_feature_noise_skew_spares_partition_zero_only(mnist5k, equal_shards, st
                     feature_noise=0.5),
         rtol=0, atol=0,
     )
+
+
+def test_dynamic_weights_also_divide_by_all_ranks_under_join(mnist5k):
+    config = RunConfig(strategy="reweighted", weights="dynamic", model="mlp", batch_size=10)
+    shards = iid(mnist5k.train_labels.numpy(), 2, seed=0)
+    model = build_model(config, mnist5k, torch.device("cpu"))
+    rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
+    batch = rounds.schedule.batches(0)[0]
+    rounds.step([batch, None], [0])
+    alone = [p.grad.clone() for p in rounds.params]
+    model.zero_grad()
+    create_task(10).loss(model(rounds._inputs(batch, 0)[0]), mnist5k.train_labels[batch]).mean().backward()
+    torch.testing.assert_close(alone, [p.grad / 2 for p in rounds.params])
+
+
+def test_a_round_whose_sampled_clients_are_all_empty_leaves_the_model(mnist5k):
+    holder = int(sample_clients(4, 0.25, seed=0, round_index=0)[0])  # the one client with data
+    shards = [np.arange(40) if k == holder else [] for k in range(4)]
+    lonely = Partition(shards, num_samples=mnist5k.train_images.shape[0], scheme="manual")
+    config = {"strategy": "fedavg", "weights": "equal", "fraction": 0.25, "rounds": 8, "server_momentum": 0.9,
+              "num_partitions": 4, "batch_size": 10, "eval_every": 1}
+    result = run(RunConfig(**{**SMALL, **config}), data=mnist5k, partition=lonely)
+    sampled = [holder in sample_clients(4, 0.25, seed=0, round_index=r) for r in range(8)]
+    assert any(sampled) and not all(sampled)
+    for before, row, has_data in zip([None, *result.rows], result.rows, sampled):
+        if before is not None and not has_data:  # an empty cohort: no samples, no change, no momentum drift
+            assert row["samples_seen"] == before["samples_seen"] and row["test_loss"] == before["test_loss"]
+
+
+def test_local_steps_keep_allreduce_on_fedavgs_grid(mnist5k):
+    uneven = Partition([np.arange(15), np.arange(15, 40)], num_samples=mnist5k.train_images.shape[0], scheme="manual")
+    settings = {"local_steps": 2, "batch_size": 10, "rounds": 3, "num_partitions": 2}
+    seen = {s: [row["samples_seen"] for row in run(RunConfig(**{**SMALL, **settings, "strategy": s}), data=mnist5k,
+                                                   partition=uneven).rows]
+            for s in ("fedavg", "allreduce")}
+    assert seen["fedavg"] == [35, 70, 105]  # 2 steps: 10 + 5 samples from the first shard, 10 + 10 from the second
+    assert all(abs(a - b) < 2 * 10 for a, b in zip(seen["fedavg"], seen["allreduce"]))

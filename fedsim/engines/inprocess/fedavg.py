@@ -44,6 +44,8 @@ class FedAvgRounds:
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.state_bytes = sum(model_bytes(model))
         self._delta = [torch.empty_like(t) for t in self.global_state]
+        # one loss scaler for all clients, so that none restarts from the initial fp16 scale
+        self._scaler = torch.amp.GradScaler("cuda") if config.amp and self.global_state[0].is_cuda else None
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
@@ -54,20 +56,22 @@ class FedAvgRounds:
         # clients with an empty shard have nothing to train on (Dirichlet with min size 0 can make them)
         clients = [int(k) for k in sample_clients(len(self.sizes), config.fraction, config.seed, round_index)
                    if self.sizes[k] > 0]
+        stats = RoundStats(clients=len(clients))
+        if not clients:  # every sampled shard is empty: nothing to average, the model stays
+            return stats
         if config.weights == "equal":
             weights = [1.0 / len(clients)] * len(clients)
         else:
             total = float(sum(self.sizes[k] for k in clients))
             weights = [self.sizes[k] / total for k in clients]
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
-        stats = RoundStats(clients=len(clients))
         for client, weight in zip(clients, weights):
             update = client_update(
                 self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
                 batch_size=config.batch_size, epochs=None if config.local_steps else config.local_epochs,
                 local_steps=config.local_steps, optimizer=self.client_optimizer, prox_mu=config.mu,
                 seed=config.seed, round=round_index, client=client, amp=config.amp, out=self._delta,
-                noise_sigma=float(self.noise[client]),
+                noise_sigma=float(self.noise[client]), scaler=self._scaler,
             )
             accumulate(mean_delta, update.delta, weight)
             stats.samples += update.samples_processed
@@ -87,9 +91,14 @@ class FedAvgRounds:
             torch._foreach_add_(buffers, mean_delta[self.num_params :])
 
     def state_dict(self) -> dict:
-        """Return the server optimizer's state (momentum) for a checkpoint."""
-        return {"optimizer": self.optimizer.state_dict()}
+        """Return the server optimizer's state (momentum) and the loss scale for a checkpoint."""
+        state = {"optimizer": self.optimizer.state_dict()}
+        if self._scaler is not None:
+            state["scaler"] = self._scaler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
         self.optimizer.load_state_dict(state["optimizer"])
+        if self._scaler is not None and "scaler" in state:
+            self._scaler.load_state_dict(state["scaler"])

@@ -76,7 +76,8 @@ class GradientRounds:
         rather than per round keeps every report within one step of FedAvg's, without drift.
         """
         stats = RoundStats()
-        while stats.samples == 0 or samples_before + stats.samples < target:
+        # a step may overshoot the target; the next round then starts that much ahead
+        while samples_before + stats.samples < target:
             batches = self.schedule.batches(self.step_count)
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
             with seeded_global_rng(derive_seed(self.config.seed, _STEP_STREAM, self.step_count), self.device):
@@ -128,12 +129,21 @@ class GradientRounds:
         return loss_sum
 
     def _per_rank_step(self, inputs, active) -> float:
-        """Forward and backward rank by rank, keeping BatchNorm statistics per rank (rank 0's survive)."""
-        before = [b.clone() for b in self.buffers]
-        after_first = None
+        """Forward and backward rank by rank, each rank's BatchNorm statistics its own.
+
+        Every rank starts from the same running statistics, as DDP broadcasts them before each
+        forward, and the authoritative rank's update is the one that survives: the highest rank
+        still active under Join (DDP's rule when ``Join`` is on, since rank 0 may have joined),
+        rank 0 when no rank ever sits out (``uneven="cycle"``).
+        """
+        authority = max(active) if self.config.uneven == "join" else 0
+        start = [b.clone() for b in self.buffers]
+        kept = None
         loss_sum, rank_means, gradients = 0.0, [], []
         static = None if self.dynamic else self._weights(active, None)
         for slot, ((images, targets), rank) in enumerate(zip(inputs, active)):
+            if slot and self.buffers:
+                torch._foreach_copy_(self.buffers, start)
             rank_index = torch.full((targets.shape[0],), rank, device=self.device)
             per_sample, raw_sum = self._sample_losses(images, targets, rank_index)
             loss_sum += raw_sum
@@ -143,11 +153,10 @@ class GradientRounds:
             if self.dynamic:
                 gradients.append([p.grad.clone() for p in self.params])
                 self.optimizer.zero_grad(set_to_none=False)
-            if rank == 0:
-                after_first = [b.clone() for b in self.buffers]
-        # DDP broadcasts rank 0's buffers before every forward: the other ranks' updates are lost.
+            if rank == authority:
+                kept = [b.clone() for b in self.buffers]
         if self.buffers:
-            torch._foreach_copy_(self.buffers, after_first if after_first is not None else before)
+            torch._foreach_copy_(self.buffers, kept if kept is not None else start)
         if self.dynamic:
             scores = cosine_to_mean(gradients) if self.config.dynamic_rule == "cosine" else rank_means
             grads = [p.grad for p in self.params]
@@ -159,9 +168,13 @@ class GradientRounds:
         (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
 
     def _weights(self, active, scores) -> np.ndarray:
-        """Return the weight of each active rank: static, or ``softmax(score / T)`` over the active ranks."""
+        """Return the weight of each active rank: static, or ``softmax(score / T)`` over the active ranks.
+
+        Dynamic weights are scaled by (active ranks / K), so that under Join, as with the static
+        rules, a rank that sits out takes its share with it and the sum is still divided by K.
+        """
         if self.dynamic:
-            return softmax_weights(scores, self.config.temperature)
+            return softmax_weights(scores, self.config.temperature) * len(active) / self.num_ranks
         return self.rank_weights[active]
 
     def state_dict(self) -> dict:

@@ -59,11 +59,17 @@ def samples_per_round(config, partition, round_index: int) -> int:
     """Return FedAvg's local work in round ``round_index``, in samples: the unit every strategy reports in.
 
     ``local_epochs`` times the shard sizes of the clients FedAvg samples in that round, or with
-    ``local_steps`` set, ``local_steps * batch_size`` per sampled client. allreduce and reweighted
-    take steps until they have seen as many samples, so all strategies report on one grid.
+    ``local_steps`` (tau) set, what tau steps read from each sampled shard: whole passes of
+    ``n`` samples (their last batch short), then full batches. allreduce and reweighted take
+    steps until they have seen as many samples, so all strategies report on one grid.
     """
     sizes = partition.sizes
     clients = [k for k in sample_clients(len(sizes), config.fraction, config.seed, round_index) if sizes[k] > 0]
-    if config.local_steps is not None:
-        return len(clients) * config.local_steps * config.batch_size
-    return config.local_epochs * int(sizes[clients].sum())
+    if config.local_steps is None:
+        return config.local_epochs * int(sizes[clients].sum())
+    batch = config.batch_size
+    total = 0
+    for n in sizes[clients]:
+        passes, extra_steps = divmod(config.local_steps, -(-int(n) // batch))
+        total += passes * int(n) + extra_steps * batch
+    return total
