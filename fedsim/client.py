@@ -48,8 +48,8 @@ class ClientUpdate:
 
     Attributes
     ----------
-    delta : list of Tensor
-        ``trained - global`` for every tensor of `state_tensors`.
+    delta : list of Tensor or None
+        ``trained - global`` for every tensor of `state_tensors` (``None`` when not asked for).
     num_examples : int
         Size of the client's shard (FedAvg's ``n_k``).
     samples_processed : int
@@ -62,7 +62,7 @@ class ClientUpdate:
         How many samples of each class the shard holds.
     """
 
-    delta: list[torch.Tensor]
+    delta: list[torch.Tensor] | None
     num_examples: int
     samples_processed: int
     num_steps: int
@@ -95,7 +95,7 @@ def client_update(
     micro_batches: int = 1,
     drop_last: bool = False,
     noise_sigma: float = 0.0,
-    out: list[torch.Tensor] | None = None,
+    return_delta: bool = True,
     scaler: torch.amp.GradScaler | None = None,
 ) -> ClientUpdate:
     """Train ``model`` from ``global_state`` on the client's samples and return the delta.
@@ -138,8 +138,10 @@ def client_update(
         Skip a last batch smaller than ``batch_size`` in each epoch.
     noise_sigma : float, default 0
         Standard deviation of Gaussian noise added to the normalised inputs (feature-noise skew).
-    out : list of Tensor, optional
-        Preallocated tensors for the delta, to avoid allocating per client.
+    return_delta : bool, default True
+        Compute ``trained - global``. An engine that averages many clients passes ``False``
+        and reads the trained tensors straight from ``state_tensors(model)``, which saves a
+        copy and a subtraction of the whole model per client.
     scaler : torch.amp.GradScaler, optional
         The fp16 loss scaler to use on CUDA with ``amp``; pass one that lives across clients so
         each client does not restart from the initial scale (and skip its first steps). A new
@@ -201,14 +203,10 @@ def client_update(
             processed += batch.numel()
             steps += 1
 
-    with torch.no_grad():
-        trained = state_tensors(model)
-        if out is None:
-            delta = torch._foreach_sub(trained, global_state)
-        else:
-            torch._foreach_copy_(out, trained)
-            torch._foreach_sub_(out, global_state)
-            delta = out
+    delta = None
+    if return_delta:
+        with torch.no_grad():
+            delta = torch._foreach_sub(state_tensors(model), global_state)
     labels = data.train_labels[shard.to(data.train_labels.device)]
     return ClientUpdate(delta, int(shard.numel()), processed, steps, float(loss_sum), task.label_counts(labels).cpu())
 
@@ -286,10 +284,18 @@ def autocast(device: torch.device, amp: bool):
 
 @contextlib.contextmanager
 def seeded_global_rng(seed: int, device: torch.device):
-    """Seed torch's global RNG (dropout, stochastic depth) for one client, restoring it afterwards."""
+    """Seed torch's global RNG (dropout, stochastic depth) for one client, restoring it afterwards.
+
+    Only the generators of ``device`` are touched: ``torch.manual_seed`` would also queue a
+    seeding of every CUDA device while CUDA is uninitialised, and that queue (with a stack
+    trace per entry) grows by one entry per client or step for the whole run.
+    """
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
+        if devices:
+            with torch.cuda.device(devices[0]):
+                torch.cuda.manual_seed(seed)
         yield
 
 

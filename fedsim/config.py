@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
+from .checks import check_choice, check_integer, check_number
 from .partitioning import SCHEMES
 from .strategies import get_strategy
 
@@ -115,34 +115,34 @@ class RunConfig:
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
-        _choice("partition", self.partition, SCHEMES)
+        check_choice("partition", self.partition, SCHEMES)
         if not isinstance(self.dataset_options, dict):
             raise TypeError(f"`dataset_options` must be a table of option = value, got {self.dataset_options!r}")
-        _choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
-        _choice("uneven", self.uneven, UNEVEN_MODES)
-        _choice("device", self.device, DEVICES)
-        _choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
+        check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
+        check_choice("uneven", self.uneven, UNEVEN_MODES)
+        check_choice("device", self.device, DEVICES)
+        check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
         for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every", "checkpoint_every",
                      "classes_per_partition", "shards_per_partition"):
-            _integer(name, getattr(self, name), minimum=1)
+            check_integer(name, getattr(self, name), minimum=1)
         for name in ("amp", "fused"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
-        _integer("seed", self.seed, minimum=0)
-        _integer("min_partition_size", self.min_partition_size, minimum=0)
+        check_integer("seed", self.seed, minimum=0)
+        check_integer("min_partition_size", self.min_partition_size, minimum=0)
         if self.local_steps is not None:
-            _integer("local_steps", self.local_steps, minimum=1)
-        _number("fraction", self.fraction, low=0.0, high=1.0, low_open=True, high_closed=True)
-        _number("lr", self.lr, low=0.0, low_open=True)
-        _number("server_lr", self.server_lr, low=0.0, low_open=True)
-        _number("momentum", self.momentum, low=0.0, high=1.0)
-        _number("server_momentum", self.server_momentum, low=0.0, high=1.0)
-        _number("weight_decay", self.weight_decay, low=0.0)
-        _number("mu", self.mu, low=0.0)
-        _number("feature_noise", self.feature_noise, low=0.0)
-        _number("temperature", self.temperature, low=0.0, low_open=True)
-        _number("alpha", self.alpha, low=0.0, low_open=True)
-        _number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)
+            check_integer("local_steps", self.local_steps, minimum=1)
+        check_number("fraction", self.fraction, low=0.0, high=1.0, low_open=True, high_closed=True)
+        check_number("lr", self.lr, low=0.0, low_open=True)
+        check_number("server_lr", self.server_lr, low=0.0, low_open=True)
+        check_number("momentum", self.momentum, low=0.0, high=1.0)
+        check_number("server_momentum", self.server_momentum, low=0.0, high=1.0)
+        check_number("weight_decay", self.weight_decay, low=0.0)
+        check_number("mu", self.mu, low=0.0)
+        check_number("feature_noise", self.feature_noise, low=0.0)
+        check_number("temperature", self.temperature, low=0.0, low_open=True)
+        check_number("alpha", self.alpha, low=0.0, low_open=True)
+        check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)
         object.__setattr__(self, "weights", self.weights or strategy.weight_rules[0])
         allowed = strategy.weight_rules
         if self.weights not in allowed:
@@ -198,25 +198,3 @@ class RunConfig:
         if "strategy" in changes and "weights" not in changes:
             changes["weights"] = None  # the new strategy's default rule
         return dataclasses.replace(self, **changes)
-
-
-def _choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"unknown `{name}`={value!r}; known: {', '.join(choices)}")
-
-
-def _integer(name, value, *, minimum):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"`{name}` must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
-
-
-def _number(name, value, *, low, high=math.inf, low_open=False, high_closed=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"`{name}` must be a number, got {value!r}")
-    too_low = value < low or (low_open and value == low)
-    too_high = value > high or (not high_closed and value == high)
-    if too_low or too_high:
-        interval = f"{'(' if low_open else '['}{low}, {high}{']' if high_closed else ')'}"
-        raise ValueError(f"`{name}` must be in {interval}, got {value}")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import torch
+
+from .checks import check_choice, check_number
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -39,11 +40,10 @@ class OptimizerConfig:
     nesterov: bool = False
 
     def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError(f"`name` must be one of {', '.join(OPTIMIZERS)}; got {self.name!r}")
-        _check_range("lr", self.lr, low=0.0, low_open=True)
-        _check_range("momentum", self.momentum, low=0.0, high=1.0)
-        _check_range("weight_decay", self.weight_decay, low=0.0)
+        check_choice("name", self.name, OPTIMIZERS)
+        check_number("lr", self.lr, low=0.0, low_open=True)
+        check_number("momentum", self.momentum, low=0.0, high=1.0)
+        check_number("weight_decay", self.weight_decay, low=0.0)
         if self.nesterov and (self.name != "sgd" or self.momentum == 0):
             raise ValueError("`nesterov`=True needs `name`='sgd' and `momentum` > 0")
 
@@ -59,11 +59,3 @@ class OptimizerConfig:
     def to_dict(self) -> dict:
         """Return the settings as a plain dict."""
         return asdict(self)
-
-
-def _check_range(name, value, *, low, high=math.inf, low_open=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise TypeError(f"`{name}` must be a number, got {value!r}")
-    if value < low or (low_open and value == low) or value >= high:
-        bracket = "(" if low_open else "["
-        raise ValueError(f"`{name}` must be in {bracket}{low}, {high}), got {value}")

@@ -6,19 +6,12 @@ as class-balanced aggregation does) and turns a whole evaluation pass into metri
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-
-def _check_smoothing(label_smoothing: float) -> float:
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)):
-        raise TypeError(f"`label_smoothing` must be a number, got {label_smoothing!r}")
-    if not 0.0 <= label_smoothing < 1.0 or math.isnan(label_smoothing):
-        raise ValueError(f"`label_smoothing` must be in [0, 1), got {label_smoothing}")
-    return float(label_smoothing)
+from .checks import check_number
 
 
 @dataclass(frozen=True)
@@ -44,7 +37,7 @@ class SingleLabel:
     multilabel = False
 
     def __post_init__(self):
-        _check_smoothing(self.label_smoothing)
+        check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Return the per-sample cross-entropy, shape ``(batch,)``."""
@@ -93,9 +86,8 @@ class MultiLabel:
     multilabel = True
 
     def __post_init__(self):
-        _check_smoothing(self.label_smoothing)
-        if not 0.0 < self.threshold < 1.0:
-            raise ValueError(f"`threshold` must be in (0, 1), got {self.threshold}")
+        check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)
+        check_number("threshold", self.threshold, low=0.0, high=1.0, low_open=True)
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Return the per-sample binary cross-entropy summed over classes, shape ``(batch,)``."""

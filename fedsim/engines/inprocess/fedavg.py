@@ -7,7 +7,7 @@ import torch
 from partitions import feature_noise_levels
 
 from ...aggregate import accumulate
-from ...client import client_update, get_state
+from ...client import client_update, get_state, state_tensors
 from ...optim import OptimizerConfig
 from .rounds import RoundStats, model_bytes, sample_clients
 
@@ -19,7 +19,7 @@ class FedAvgRounds:
     pseudo-gradient for an SGD server optimizer; learning rate 1 without momentum is plain
     FedAvg (McMahan et al. 2017), server momentum is FedAvgM (Hsu et al. 2019). Floating-point
     buffers (BatchNorm statistics) are averaged and never see the server optimizer. Only the
-    running sum of deltas and one delta buffer are held, so thousands of clients fit in memory.
+    running weighted sum of the trained models is held, so thousands of clients fit in memory.
 
     Parameters
     ----------
@@ -43,7 +43,6 @@ class FedAvgRounds:
         self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.state_bytes = sum(model_bytes(model))
-        self._delta = [torch.empty_like(t) for t in self.global_state]
         # one loss scaler for all clients, so that none restarts from the initial fp16 scale
         self._scaler = torch.amp.GradScaler("cuda") if config.amp and self.global_state[0].is_cuda else None
 
@@ -64,20 +63,25 @@ class FedAvgRounds:
         else:
             total = float(sum(self.sizes[k] for k in clients))
             weights = [self.sizes[k] / total for k in clients]
+        # The weighted mean of the trained models, read in place from the shared model object;
+        # minus the global model (the weights sum to one) it is the weighted mean delta.
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
+        trained = state_tensors(self.model)
         for client, weight in zip(clients, weights):
             update = client_update(
                 self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
                 batch_size=config.batch_size, epochs=None if config.local_steps else config.local_epochs,
                 local_steps=config.local_steps, optimizer=self.client_optimizer, prox_mu=config.mu,
-                seed=config.seed, round=round_index, client=client, amp=config.amp, out=self._delta,
+                seed=config.seed, round=round_index, client=client, amp=config.amp, return_delta=False,
                 noise_sigma=float(self.noise[client]), scaler=self._scaler,
             )
-            accumulate(mean_delta, update.delta, weight)
+            accumulate(mean_delta, trained, weight)
             stats.samples += update.samples_processed
             stats.loss_sum += update.loss_sum
             stats.steps += update.num_steps
         stats.bytes_down = stats.bytes_up = len(clients) * self.state_bytes
+        with torch.no_grad():
+            torch._foreach_sub_(mean_delta, self.global_state)
         self._server_step(mean_delta)
         return stats
 
