@@ -47,7 +47,7 @@ def sweep_figure(results: dict, strategies: list[str], path: Path, title: str) -
         axes.bar_label(bars, fmt="%.2f", fontsize=7)
     axes.set_xticks(range(len(results)), list(results))
     axes.set(ylabel="final test accuracy", ylim=(0, 1), title=title)
-    axes.legend(loc="lower left")
+    figure.legend(*axes.get_legend_handles_labels(), loc="outside lower center", ncols=len(strategies))
     axes.grid(axis="y", alpha=0.3)
     save_figure(figure, path, 100)
 

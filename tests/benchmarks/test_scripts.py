@@ -1,0 +1,40 @@
+"""The benchmark scripts run end to end on small settings, so they do not rot."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def script(name, *args):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_partition_speed_prints_the_ratio():
+    out = script("partition_speed.py", "--samples", "20000", "--classes", "10", "--partitions", "20", "--repeats", "1")
+    assert "ratio fedsim dirichlet(self_balancing) / reference" in out
+
+
+def test_partition_report_writes_table_and_figures(tmp_path):
+    out = script("partition_report.py", "--out", str(tmp_path))
+    assert "Dir(0.1)" in out
+    assert {"summary.txt", "summary.json", "comparison.png", "iid.png", "dir-0.1.json"} <= {p.name for p in
+                                                                                           tmp_path.iterdir()}
+
+
+@pytest.mark.slow
+def test_strategy_sweep_writes_table_and_figure(tmp_path):
+    out = script("strategy_sweep.py", "--model", "mlp", "--rounds", "1", "--batch-size", "50", "--num-partitions",
+                 "5", "--out", str(tmp_path))
+    assert "shards" in out
+    results = json.loads((tmp_path / "sweep.json").read_text())
+    assert set(results) == {"IID", "Dir(0.5)", "Dir(0.1)", "#C=2", "shards"}
+    assert set(results["IID"]) == {"allreduce", "reweighted", "fedavg"}
+    assert (tmp_path / "sweep.png").stat().st_size > 0
