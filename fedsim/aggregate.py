@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 
+@torch.no_grad()
 def weighted_sum(updates: Sequence[Sequence[torch.Tensor]], weights: Sequence[float]) -> list[torch.Tensor]:
     """Return ``sum_k weights[k] * updates[k]``, tensor by tensor.
 
@@ -28,8 +29,13 @@ def weighted_sum(updates: Sequence[Sequence[torch.Tensor]], weights: Sequence[fl
     return total
 
 
+@torch.no_grad()
 def accumulate(total: list[torch.Tensor], update: Sequence[torch.Tensor], weight: float) -> None:
-    """Add ``weight * update`` to ``total`` in place (one fused ``_foreach`` call)."""
+    """Add ``weight * update`` to ``total`` in place (one fused ``_foreach`` call).
+
+    Outside autograd: ``update`` may be a model's live parameters, and a sum over clients must
+    not grow a graph through them.
+    """
     torch._foreach_add_(total, list(update), alpha=float(weight))
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedsim.aggregate import class_balance_weights, cosine_to_mean, size_weights, softmax_weights, weighted_sum
+from fedsim.aggregate import accumulate, class_balance_weights, cosine_to_mean, size_weights, softmax_weights, weighted_sum
 from fedsim.engines.inprocess.rounds import sample_clients
 from fedsim.engines.inprocess.schedule import RankSchedule
 
@@ -30,6 +30,13 @@ def test_class_balance_weights_make_the_sum_over_ranks_unbiased(counts):
     # sum_k 1/K E_k[w_k(y) f(y)] = E_global[f(y)]: the equal-weight sum is the global gradient in expectation
     np.testing.assert_allclose((local_share * weights).sum(0) / len(counts), global_share)
     assert np.all(weights[counts == 0] == 0)
+
+
+def test_accumulating_live_parameters_builds_no_graph():
+    total = [torch.zeros(3)]
+    accumulate(total, [torch.nn.Parameter(torch.ones(3))], 0.5)
+    assert not total[0].requires_grad and total[0].grad_fn is None
+    assert total[0].tolist() == [0.5] * 3
 
 
 def test_class_balance_weights_are_plain_importance_weights_when_every_rank_holds_every_class():

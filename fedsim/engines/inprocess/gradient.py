@@ -70,7 +70,7 @@ class GradientRounds:
         self.scaler = torch.amp.GradScaler("cuda") if config.amp and self.device.type == "cuda" else None
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
-        """Take steps until the run has seen ``target`` samples in all (at least one step).
+        """Take steps until the run has seen ``target`` samples in all (none if it already has).
 
         ``target`` is FedAvg's cumulative work up to this round: counting against the total
         rather than per round keeps every report within one step of FedAvg's, without drift.
@@ -80,6 +80,8 @@ class GradientRounds:
         while samples_before + stats.samples < target:
             batches = self.schedule.batches(self.step_count)
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
+            if not active:  # the schedule's epoch is as long as the largest shard, so this cannot happen
+                raise AssertionError(f"no rank has a batch at step {self.step_count}")
             with seeded_global_rng(derive_seed(self.config.seed, _STEP_STREAM, self.step_count), self.device):
                 loss_sum = self.step(batches, active)
             if self.scaler is not None:
