@@ -21,6 +21,7 @@ from fedsim.client import client_update, get_state, set_state
 from fedsim.data import load_dataset
 from fedsim.models import create_model
 from fedsim.optim import OptimizerConfig
+from fedsim.training import LocalTraining
 from fedsim.tasks import create_task
 
 
@@ -40,11 +41,11 @@ def main(argv=None):
     partition = partitions.iid(data.train_labels.numpy(), args.clients, seed=0)
     everything = np.concatenate(list(partition))
     optimizer = OptimizerConfig(lr=0.05)
+    training = LocalTraining(batch_size=args.batch_size, epochs=1, optimizer=optimizer)
 
     def simulate():
         for client, shard in enumerate(partition):
-            client_update(model, initial, data, shard, task=task, batch_size=args.batch_size, epochs=1,
-                          optimizer=optimizer, client=client)
+            client_update(model, initial, data, shard, task=task, training=training, client=client)
 
     def centralize():
         set_state(model, initial)

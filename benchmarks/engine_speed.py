@@ -29,7 +29,7 @@ from fedsim.client import get_state, set_state
 from fedsim.config import RunConfig
 from fedsim.data import load_dataset
 from fedsim.engines.inprocess import run
-from fedsim.engines.inprocess.loop import build_model
+from fedsim.build import build_model
 
 
 def engine_training_seconds(config, data) -> float:

@@ -47,7 +47,7 @@ def size_weights(sizes) -> np.ndarray:
     return sizes / sizes.sum()
 
 
-def class_balance_weights(counts) -> torch.Tensor:
+def class_balance_weights(counts, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """Return per-rank, per-class loss weights ``p_global(y) / p_k(y) * K / h(y)`` (zero where rank k has no y).
 
     ``p_global(y) / p_k(y)`` is the importance weight from rank ``k``'s label distribution to
@@ -62,6 +62,8 @@ def class_balance_weights(counts) -> torch.Tensor:
     ----------
     counts : array_like
         (ranks x classes) label counts of the ranks' shards.
+    dtype : torch.dtype, default torch.float32
+        The run's dtype (the weights are computed in float64 either way).
 
     Examples
     --------
@@ -78,7 +80,57 @@ def class_balance_weights(counts) -> torch.Tensor:
     holders = (counts > 0).sum(dim=0).clamp(min=1)
     coverage = counts.shape[0] / holders
     weights = torch.where(local_share > 0, global_share * coverage / local_share.clamp(min=1e-300), torch.zeros(()))
-    return weights.float()
+    return weights.to(dtype)
+
+
+def aggregation_weights(rule: str, sizes, members, *, num_ranks: int | None = None, scores=None,
+                        temperature: float = 1.0) -> np.ndarray:
+    """Return the weight of each member (the ranks active at a step, or a round's sampled clients).
+
+    The one place every engine takes its weights from.
+
+    Parameters
+    ----------
+    rule : {"equal", "size", "class-balanced", "dynamic"}
+        ``equal`` and ``class-balanced`` weigh members alike (class-balanced weighs samples by
+        `class_balance_weights` instead); ``size`` by shard size ``n_k``; ``dynamic`` by
+        ``softmax(scores / temperature)``.
+    sizes : array_like
+        Shard size of every rank or client, members or not.
+    members : array_like of int
+        Who takes part.
+    num_ranks : int, optional
+        The gradient strategies' world size K. Given, a member's weight is its share of the
+        whole group (1/K, n_k / n, or its softmax share times |members|/K), so that under
+        ``Join`` a rank that sits out takes its share with it and the sum is still divided by K,
+        as DDP divides by the initial world size. Omitted (FedAvg), the weights are normalised
+        over the members and sum to one.
+    scores : array_like, optional
+        Per-member scores for ``dynamic`` (mean loss, or gradient cosine to the mean).
+    temperature : float, default 1
+        Softmax temperature of ``dynamic``.
+
+    Examples
+    --------
+    >>> aggregation_weights("size", [10, 30, 60], [1, 2]).tolist()
+    [0.3333333333333333, 0.6666666666666666]
+    >>> aggregation_weights("size", [10, 30, 60], [1, 2], num_ranks=3).tolist()  # rank 0 has joined
+    [0.3, 0.6]
+    >>> aggregation_weights("dynamic", [5, 5], [0], num_ranks=2, scores=[1.0]).tolist()
+    [0.5]
+    """
+    sizes = np.asarray(sizes, dtype=float)
+    members = np.asarray(members, dtype=int)
+    group = len(members) if num_ranks is None else num_ranks
+    if rule in ("equal", "class-balanced"):
+        return np.full(len(members), 1.0 / group)
+    if rule == "size":
+        return size_weights(sizes)[members] if num_ranks is not None else size_weights(sizes[members])
+    if rule == "dynamic":
+        if scores is None or len(scores) != len(members):
+            raise ValueError("`weights`='dynamic' needs one score per member")
+        return softmax_weights(scores, temperature) * len(members) / group
+    raise ValueError(f"unknown `rule`={rule!r}; known: equal, size, class-balanced, dynamic")
 
 
 def softmax_weights(scores, temperature: float) -> np.ndarray:

@@ -10,6 +10,7 @@ from partitions.partition import write_atomic
 from .engines.inprocess import run
 from .partitioning import partition_for
 from .results import RunFolder
+from .schedule import SampleGrid
 
 
 def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True) -> dict:
@@ -37,9 +38,11 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     data = config.load_dataset()
     partition = partition_for(config, data.train_labels.numpy())
     out = Path(out)
+    grid = SampleGrid.from_config(config)  # every strategy reports on FedAvg's samples grid
     results = {}
     for name, run_config in configs.items():
-        results[name] = run(run_config, out / name, resume=resume, quiet=quiet, data=data, partition=partition)
+        results[name] = run(run_config, out / name, resume=resume, quiet=quiet, data=data, partition=partition,
+                            grid=grid)
 
     folder = RunFolder(out)
     folder.write_rows([row for result in results.values() for row in result.rows])

@@ -112,6 +112,7 @@ class RunConfig:
     checkpoint_every: int = 1
     label_smoothing: float = 0.0
     fused: bool = True
+    dtype: str = "float32"
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
@@ -121,6 +122,7 @@ class RunConfig:
         check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         check_choice("uneven", self.uneven, UNEVEN_MODES)
         check_choice("device", self.device, DEVICES)
+        check_choice("dtype", self.dtype, ("float32", "float64"))
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
         for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every", "checkpoint_every",
                      "classes_per_partition", "shards_per_partition"):

@@ -44,10 +44,12 @@ class RunFolder:
     def __init__(self, path):
         self.path = Path(path)
 
-    def start(self, config, partition: Partition, *, resume: bool) -> dict | None:
+    def start(self, config, partition: Partition, *, resume: bool, extra: dict | None = None) -> dict | None:
         """Write the config and partition, or check them against the folder's when resuming.
 
-        Returns the checkpoint to resume from, or ``None`` for a fresh start.
+        Returns the checkpoint to resume from, or ``None`` for a fresh start. ``extra`` holds
+        settings from outside the config that shape the run (a comparison's sample grid); they
+        are saved in ``config.json`` beside the config's fields and must match on resume too.
 
         Raises
         ------
@@ -58,7 +60,7 @@ class RunFolder:
         config_path, partition_path = self.path / "config.json", self.path / "partition.json"
         if resume and config_path.exists():
             saved = json.loads(config_path.read_text(encoding="utf-8"))
-            current = config.to_dict()
+            current = {**config.to_dict(), **(extra or {})}
             differing = sorted(key for key in set(saved) | set(current)
                                if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
             if differing:
@@ -84,7 +86,7 @@ class RunFolder:
         if not resume and (self.path / "metrics.csv").exists():
             raise ValueError(f"{self.path} already holds a run; pass `--resume` to continue it or choose another `--out`")
         self.path.mkdir(parents=True, exist_ok=True)
-        write_atomic(config_path, json.dumps(config.to_dict(), indent=2))
+        write_atomic(config_path, json.dumps({**config.to_dict(), **(extra or {})}, indent=2))
         partition.save(partition_path)
         return None
 

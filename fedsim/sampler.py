@@ -9,12 +9,17 @@ from torch.utils.data import Sampler
 
 from partitions import Partition
 
+from .schedule import rank_order
+
 
 class ShardSampler(Sampler[int]):
     """Yield the indices of one rank's partition, reshuffled every epoch.
 
     Use it where a DDP script uses ``DistributedSampler``: the rank reads its own (possibly
-    Non-IID, possibly uneven) shard instead of an IID slice.
+    Non-IID, possibly uneven) shard instead of an IID slice. It is rank ``rank``'s view of
+    `fedsim.schedule.RankSchedule` (``uneven="join"``): with a ``DataLoader`` of the same batch
+    size, a torchrun rank reads at each step exactly the batch that the in-process engine's
+    rank ``rank`` reads, so the two engines can be compared number for number.
 
     Parameters
     ----------
@@ -23,7 +28,7 @@ class ShardSampler(Sampler[int]):
     rank : int
         This process's rank, ``0 <= rank < len(partition)``.
     shuffle : bool, default True
-        Reshuffle the shard every epoch (seeded by ``seed + epoch``, as ``DistributedSampler``).
+        Reshuffle the shard every epoch (seeded by seed, epoch and rank: `fedsim.schedule.rank_order`).
     seed : int, default 0
         Must be the same on every rank.
     drop_last : bool, default False
@@ -54,8 +59,7 @@ class ShardSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         order = self.indices
         if self.shuffle:
-            generator = torch.Generator().manual_seed(self.seed + self.epoch)
-            order = order[torch.randperm(order.numel(), generator=generator)]
+            order = rank_order(order, self.seed, self.rank, self.epoch)
         return iter(order[: self.num_samples].tolist())
 
     def __len__(self) -> int:

@@ -1,9 +1,34 @@
-"""Independent, reproducible random streams derived from one base seed."""
+"""Independent, reproducible random streams derived from one base seed, named in one table."""
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 import torch
+
+
+class Stream(enum.IntEnum):
+    """The key of every random stream a run draws from, so that no two uses share one by accident.
+
+    Each stream is ``derive_seed(seed, Stream.X, *keys)`` with the keys listed here; every engine
+    draws from the same streams, which is what makes their runs comparable number for number.
+    """
+
+    MODEL = 0x30DE1
+    """The initial model (no further keys): the same for every strategy and engine."""
+    SAMPLING = 0xC0407
+    """The clients a round samples (round)."""
+    SHUFFLE = 0x5EED
+    """A rank's shuffle of its shard (epoch, rank, cycle), for allreduce/reweighted and `ShardSampler`."""
+    STEP_DATA = 0x57E9
+    """One rank's augmentation and feature noise at one global step (step, rank)."""
+    STEP_DROPOUT = 0x57EA
+    """Dropout and other global-RNG draws of one global step (step)."""
+    CLIENT_DATA = 0xC11E
+    """One client's shuffles, augmentation and noise in one round (round, client)."""
+    CLIENT_DROPOUT = 0xC11F
+    """Dropout and other global-RNG draws of one client in one round (round, client)."""
 
 
 def derive_seed(seed: int, *keys: int) -> int:

@@ -41,7 +41,7 @@ class SingleLabel:
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Return the per-sample cross-entropy, shape ``(batch,)``."""
-        return F.cross_entropy(logits.float(), targets, reduction="none", label_smoothing=self.label_smoothing)
+        return F.cross_entropy(loss_precision(logits), targets, reduction="none", label_smoothing=self.label_smoothing)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict:
         """Return ``loss``, ``accuracy`` and ``per_class_accuracy`` (NaN for a class absent from ``targets``)."""
@@ -91,8 +91,9 @@ class MultiLabel:
 
     def loss(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Return the per-sample binary cross-entropy summed over classes, shape ``(batch,)``."""
-        soft = targets.float() * (1.0 - self.label_smoothing) + self.label_smoothing / 2
-        return F.binary_cross_entropy_with_logits(logits.float(), soft, reduction="none").sum(dim=1)
+        logits = loss_precision(logits)
+        soft = targets.to(logits.dtype) * (1.0 - self.label_smoothing) + self.label_smoothing / 2
+        return F.binary_cross_entropy_with_logits(logits, soft, reduction="none").sum(dim=1)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict:
         """Return ``loss``, ``micro_f1``, ``macro_f1``, ``mean_average_precision`` and ``subset_accuracy``."""
@@ -114,6 +115,15 @@ class MultiLabel:
     def label_counts(self, targets: torch.Tensor) -> torch.Tensor:
         """Return how many samples carry each class."""
         return targets.long().sum(dim=0)
+
+
+def loss_precision(logits: torch.Tensor) -> torch.Tensor:
+    """Return ``logits`` in the precision a loss is computed in: float32 under AMP, else their own.
+
+    Half-precision logits from autocast are widened (a bf16 log-softmax loses the loss's small
+    differences); a float64 run keeps float64 so that its arithmetic stays exact end to end.
+    """
+    return logits if logits.dtype == torch.float64 else logits.float()
 
 
 def _f1(true_positive, false_positive, false_negative):

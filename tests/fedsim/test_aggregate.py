@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from fedsim.aggregate import accumulate, class_balance_weights, cosine_to_mean, size_weights, softmax_weights, weighted_sum
-from fedsim.engines.inprocess.rounds import sample_clients
-from fedsim.engines.inprocess.schedule import RankSchedule
+from fedsim.schedule import sample_clients
+from fedsim.schedule import RankSchedule
 
 
 def test_weighted_sum_equals_numpy_average():

@@ -7,13 +7,20 @@ from fedsim.data import load_dataset
 from fedsim.models import create_model
 from fedsim.optim import OptimizerConfig
 from fedsim.tasks import create_task
+from fedsim.training import LocalTraining
 
 SHARD = np.arange(0, 4000, 50)  # 80 samples, all classes
 
 
+CALL_OPTIONS = ("seed", "round", "client", "class_weights", "noise_sigma", "return_delta", "scaler")
+
+
 def update(model, state, data, task, **options):
+    """Call `client_update` with the settings in ``options``, the local-training ones bundled."""
     options = {"batch_size": 10, "epochs": 1, "optimizer": OptimizerConfig(lr=0.05), **options}
-    return client_update(model, state, data, options.pop("indices", SHARD), task=task, **options)
+    indices = options.pop("indices", SHARD)
+    call = {key: options.pop(key) for key in CALL_OPTIONS if key in options}
+    return client_update(model, state, data, indices, task=task, training=LocalTraining(**options), **call)
 
 
 def assert_same(first, second):
@@ -49,6 +56,13 @@ def test_global_state_untouched_and_delta_is_trained_minus_global(cnn, mnist5k, 
     torch.testing.assert_close([g + d for g, d in zip(state, result.delta)], trained, rtol=0, atol=1e-6)
 
 
+def test_a_float64_model_trains_and_evaluates_in_float64(cnn, mnist5k, task):
+    cnn.double()
+    result = update(cnn, get_state(cnn), mnist5k, task)
+    assert all(d.dtype == torch.float64 for d in result.delta)
+    assert evaluate(cnn, None, mnist5k, task=task)["accuracy"] > 0
+
+
 def test_amount_of_work(cnn, mnist5k, task):
     state = get_state(cnn)
     result = update(cnn, state, mnist5k, task, epochs=2, batch_size=30)
@@ -61,7 +75,9 @@ def test_amount_of_work(cnn, mnist5k, task):
     assert isinstance(result, ClientUpdate) and result.mean_loss > 0
 
 
+@pytest.mark.numerics
 def test_one_full_batch_step_is_minus_lr_times_the_gradient(cnn, mnist5k, task):
+    cnn.double()
     state = get_state(cnn)
     result = update(cnn, state, mnist5k, task, epochs=None, local_steps=1, batch_size=SHARD.size)
     set_state(cnn, state)
@@ -69,26 +85,31 @@ def test_one_full_batch_step_is_minus_lr_times_the_gradient(cnn, mnist5k, task):
     images = mnist5k.train_images[SHARD]
     from fedsim.data import normalize
 
-    task.loss(cnn(normalize(images, mnist5k)), mnist5k.train_labels[SHARD]).mean().backward()
+    task.loss(cnn(normalize(images, mnist5k, dtype=torch.float64)), mnist5k.train_labels[SHARD]).mean().backward()
     expected = [-0.05 * p.grad for p in cnn.parameters()]
-    torch.testing.assert_close(result.delta[: len(expected)], expected, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(result.delta[: len(expected)], expected, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_class_weights_scale_the_gradient(cnn, mnist5k, task):
+    cnn.double()
     state = get_state(cnn)
     plain = update(cnn, state, mnist5k, task, local_steps=1, epochs=None, optimizer=OptimizerConfig(lr=0.1))
     doubled = update(
         cnn, state, mnist5k, task, local_steps=1, epochs=None, class_weights=torch.full((10,), 2.0),
         optimizer=OptimizerConfig(lr=0.05),
     )
-    torch.testing.assert_close(plain.delta, doubled.delta, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(plain.delta, doubled.delta, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_gradient_accumulation_matches_one_batch(cnn, mnist5k, task):
+    """In float64: four micro-batches sum in another order than one batch (float32 flips ReLU kinks)."""
+    cnn.double()
     state = get_state(cnn)
     whole = update(cnn, state, mnist5k, task, batch_size=20)
     split = update(cnn, state, mnist5k, task, batch_size=20, micro_batches=4)
-    torch.testing.assert_close(whole.delta, split.delta, rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(whole.delta, split.delta, rtol=1e-10, atol=1e-10)
 
 
 def test_fedprox_pulls_towards_the_global_model(cnn, mnist5k, task):
@@ -123,8 +144,8 @@ def test_without_delta_the_trained_model_stays_in_place(cnn, mnist5k, task):
 
 def test_one_epoch_of_the_whole_train_set_learns(cnn, mnist5k, task):
     state = get_state(cnn)
-    result = client_update(cnn, state, mnist5k, np.arange(4000), task=task, batch_size=20, epochs=1,
-                           optimizer=OptimizerConfig(lr=0.05, momentum=0.5))
+    result = client_update(cnn, state, mnist5k, np.arange(4000), task=task,
+                           training=LocalTraining(batch_size=20, optimizer=OptimizerConfig(lr=0.05, momentum=0.5)))
     before = evaluate(cnn, state, mnist5k, task=task)
     after = evaluate(cnn, [s + d for s, d in zip(state, result.delta)], mnist5k, task=task)
     assert before["accuracy"] < 0.3 < 0.85 < after["accuracy"]
@@ -137,7 +158,7 @@ def test_multilabel_client_update_and_evaluate():
     torch.manual_seed(0)
     model = create_model("cnn", num_classes=10, in_channels=1, image_size=data.train_images.shape[-1])
     state = get_state(model)
-    result = client_update(model, state, data, np.arange(100), task=task, batch_size=20, epochs=1)
+    result = client_update(model, state, data, np.arange(100), task=task, training=LocalTraining(batch_size=20))
     assert result.label_counts.tolist() == data.train_labels[:100].long().sum(0).tolist()
     metrics = evaluate(model, [s + d for s, d in zip(state, result.delta)], data, task=task)
     assert {"micro_f1", "macro_f1", "mean_average_precision", "subset_accuracy"} <= set(metrics)

@@ -10,8 +10,8 @@ import torch
 
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.engines.inprocess.loop import build_model
-from fedsim.engines.inprocess.rounds import model_bytes
+from fedsim.build import build_model
+from fedsim.schedule import model_bytes
 from fedsim.results import METRIC_COLUMNS, read_rows
 from partitions import Partition
 

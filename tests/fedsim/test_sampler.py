@@ -3,6 +3,7 @@ import torch
 
 import partitions
 from fedsim.sampler import ShardSampler
+from fedsim.schedule import RankSchedule
 
 
 @pytest.fixture
@@ -37,3 +38,19 @@ def test_bad_rank_and_partition(partition):
         ShardSampler(partition, rank=3)
     with pytest.raises(TypeError, match="`partition`"):
         ShardSampler([[0, 1]], rank=0)
+
+
+@pytest.mark.parametrize("batch_size", [7, 16])
+def test_a_torchrun_rank_reads_the_in_process_ranks_batches(partition, batch_size):
+    """A DataLoader over ShardSampler reads, step by step, the batches RankSchedule gives the rank."""
+    schedule = RankSchedule(list(partition), batch_size, uneven="join", seed=5)
+    dataset = torch.utils.data.TensorDataset(torch.arange(300))
+    for rank in range(3):
+        sampler = ShardSampler(partition, rank=rank, seed=5)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, sampler=sampler)
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            expected = [schedule.batch(rank, epoch * schedule.steps_per_epoch + step)
+                        for step in range(schedule.steps_per_epoch)]
+            expected = [batch.tolist() for batch in expected if batch is not None]  # None: the rank has joined
+            assert [batch.tolist() for (batch,) in loader] == expected

@@ -6,14 +6,16 @@ import torch
 
 from partitions import feature_noise_levels
 
-from ...aggregate import accumulate
+from ...aggregate import accumulate, aggregation_weights
 from ...client import client_update, get_state, state_tensors
-from ...optim import OptimizerConfig
-from .rounds import RoundStats, model_bytes, sample_clients
+from ...recorder import RoundStats
+from ...schedule import model_bytes, sample_clients
+from ...server import ServerOptimizer
+from ...training import LocalTraining, loss_scaler
 
 
 class FedAvgRounds:
-    """Sample clients, train each from the global model, average the deltas, step the server.
+    """Sample clients, train each from the global model, average the trained models, step the server.
 
     The server update is FedOpt's (Reddi et al., ICLR 2021): the weighted mean delta is a
     pseudo-gradient for an SGD server optimizer; learning rate 1 without momentum is plain
@@ -35,16 +37,15 @@ class FedAvgRounds:
     def __init__(self, config, model, data, task, partition):
         self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
         self.global_state = get_state(model)
-        self.num_params = sum(1 for p in model.parameters())
-        self.optimizer = torch.optim.SGD(
-            self.global_state[: self.num_params], lr=config.server_lr, momentum=config.server_momentum
-        )
-        self.client_optimizer = OptimizerConfig(lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay)
+        num_params = sum(1 for _ in model.parameters())
+        self.server = ServerOptimizer.for_config(config, self.global_state[:num_params],
+                                                 self.global_state[num_params:])
+        self.training = LocalTraining.from_config(config)
         self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.state_bytes = sum(model_bytes(model))
         # one loss scaler for all clients, so that none restarts from the initial fp16 scale
-        self._scaler = torch.amp.GradScaler("cuda") if config.amp and self.global_state[0].is_cuda else None
+        self._scaler = loss_scaler(config.amp, self.global_state[0].device)
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
@@ -58,11 +59,7 @@ class FedAvgRounds:
         stats = RoundStats(clients=len(clients))
         if not clients:  # every sampled shard is empty: nothing to average, the model stays
             return stats
-        if config.weights == "equal":
-            weights = [1.0 / len(clients)] * len(clients)
-        else:
-            total = float(sum(self.sizes[k] for k in clients))
-            weights = [self.sizes[k] / total for k in clients]
+        weights = aggregation_weights(config.weights, self.sizes, clients)
         # The weighted mean of the trained models, read in place from the shared model object;
         # minus the global model (the weights sum to one) it is the weighted mean delta.
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
@@ -70,9 +67,7 @@ class FedAvgRounds:
         for client, weight in zip(clients, weights):
             update = client_update(
                 self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
-                batch_size=config.batch_size, epochs=None if config.local_steps else config.local_epochs,
-                local_steps=config.local_steps, optimizer=self.client_optimizer, prox_mu=config.mu,
-                seed=config.seed, round=round_index, client=client, amp=config.amp, return_delta=False,
+                training=self.training, seed=config.seed, round=round_index, client=client, return_delta=False,
                 noise_sigma=float(self.noise[client]), scaler=self._scaler,
             )
             accumulate(mean_delta, trained, weight)
@@ -82,27 +77,18 @@ class FedAvgRounds:
         stats.bytes_down = stats.bytes_up = len(clients) * self.state_bytes
         with torch.no_grad():
             torch._foreach_sub_(mean_delta, self.global_state)
-        self._server_step(mean_delta)
+        self.server.step_delta(mean_delta)
         return stats
 
-    @torch.no_grad()
-    def _server_step(self, mean_delta) -> None:
-        params, buffers = self.global_state[: self.num_params], self.global_state[self.num_params :]
-        for param, delta in zip(params, mean_delta):
-            param.grad = delta.neg_()  # the delta points downhill; the optimizer expects a gradient
-        self.optimizer.step()
-        if buffers:
-            torch._foreach_add_(buffers, mean_delta[self.num_params :])
-
     def state_dict(self) -> dict:
-        """Return the server optimizer's state (momentum) and the loss scale for a checkpoint."""
-        state = {"optimizer": self.optimizer.state_dict()}
+        """Return the server optimizer's state (momentum) and the clients' loss scale for a checkpoint."""
+        state = {"server": self.server.state_dict()}
         if self._scaler is not None:
             state["scaler"] = self._scaler.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.server.load_state_dict(state["server"])
         if self._scaler is not None and "scaler" in state:
             self._scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,261 @@
+"""The recorder every engine feeds, one round at a time: start or resume, record a round, finish.
+
+It owns the row schema of ``metrics.csv``, the summary, the checkpoint format and resume, so an
+engine only trains and evaluates. Flower's strategy owns its own round loop, which is why
+nothing here drives the rounds: the engine calls `Recorder.record_round` from wherever its
+round ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .results import RunFolder
+from .schedule import SampleGrid
+
+CHECKPOINT_FORMAT = 2
+MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
+
+
+@dataclass
+class RoundStats:
+    """What one round did: samples forwarded, summed training loss, bytes each way, steps or clients."""
+
+    samples: int = 0
+    loss_sum: float = 0.0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    steps: int = 0
+    clients: int = 0
+
+    @property
+    def train_loss(self) -> float:
+        """Mean training loss per sample forwarded this round."""
+        return self.loss_sum / max(self.samples, 1)
+
+
+@dataclass
+class Progress:
+    """Where a run stands after its last recorded round; what a checkpoint resumes from.
+
+    Attributes
+    ----------
+    round : int
+        Rounds finished.
+    samples_seen : int
+        Samples forwarded so far.
+    scheduled_samples : int
+        FedAvg's cumulative work so far (`fedsim.schedule.SampleGrid`): the grid every strategy
+        reports on.
+    bytes_up, bytes_down : int
+        Bytes sent by the ranks or clients, and to them.
+    wall_s, eval_s : float
+        Seconds spent in rounds, and the part of them spent evaluating.
+    """
+
+    round: int = 0
+    samples_seen: int = 0
+    scheduled_samples: int = 0
+    bytes_up: int = 0
+    bytes_down: int = 0
+    wall_s: float = 0.0
+    eval_s: float = 0.0
+
+    @property
+    def bytes_communicated(self) -> int:
+        """Bytes both ways."""
+        return self.bytes_up + self.bytes_down
+
+
+@dataclass
+class Restored:
+    """What a resumed run continues from: the global tensors and its engine's own state."""
+
+    global_state: list[torch.Tensor]
+    engine_state: dict
+
+
+class Recorder:
+    """Record a run round by round: rows, log, checkpoints, summary, and resume.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    partition : partitions.Partition
+    out : str or Path, optional
+        The run's folder (`fedsim.results.RunFolder`); without it nothing is written.
+    resume : bool, default False
+        Continue from ``out``'s checkpoint (`start` returns it).
+    multilabel : bool, default False
+        The task is multi-label: rows carry its F1 and mAP columns, and its subset accuracy as
+        ``test_accuracy``.
+    grid : fedsim.schedule.SampleGrid, optional
+        The samples each round is worth; the config's own by default. `fedsim.compare` gives
+        allreduce and reweighted FedAvg's grid, which is then recorded in ``config.json``.
+    quiet : bool, default True
+        No progress bar.
+    """
+
+    def __init__(self, config, partition, out=None, *, multilabel: bool = False, resume: bool = False,
+                 grid: SampleGrid | None = None, quiet: bool = True):
+        self.config, self.partition, self.multilabel = config, partition, multilabel
+        self.resume, self.quiet = resume, quiet
+        self.grid = grid or SampleGrid.from_config(config)
+        self.folder = RunFolder(out) if out is not None else None
+        self.progress = Progress()
+        self.rows: list[dict] = []
+        self._bar = None
+
+    def start(self) -> Restored | None:
+        """Write the run's config and partition (or check them when resuming); return what to resume from."""
+        restored = None
+        if self.folder is not None:
+            own_grid = self.grid == SampleGrid.from_config(self.config)
+            extra = {} if own_grid else {"sample_grid": dataclasses.asdict(self.grid)}
+            checkpoint = self.folder.start(self.config, self.partition, resume=self.resume, extra=extra)
+            if checkpoint is not None:
+                restored = self._restore(checkpoint)
+        if not self.quiet:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.config.rounds, initial=self.progress.round, desc=self.config.strategy,
+                             unit="round", leave=True)
+        return restored
+
+    def pending_rounds(self) -> range:
+        """Return the indices of the rounds still to run."""
+        return range(self.progress.round, self.config.rounds)
+
+    def schedule_round(self, round_index: int) -> int:
+        """Add round ``round_index``'s samples to the grid and return the cumulative target."""
+        self.progress.scheduled_samples += self.grid.samples(self.partition.sizes, round_index)
+        return self.progress.scheduled_samples
+
+    def evaluation_due(self, round_index: int) -> bool:
+        """Whether round ``round_index`` ends with an evaluation (every ``eval_every``, and the last)."""
+        return (round_index + 1) % self.config.eval_every == 0 or round_index + 1 == self.config.rounds
+
+    def record_round(self, stats: RoundStats, metrics: dict | None, *, wall_s: float, eval_s: float = 0.0,
+                     global_state=None, engine_state=None) -> dict:
+        """Add a finished round: its row, its log line and, when due, a checkpoint.
+
+        Parameters
+        ----------
+        stats : RoundStats
+        metrics : dict or None
+            `fedsim.client.evaluate`'s output, or ``None`` for a round without evaluation.
+        wall_s, eval_s : float
+            Seconds the round took, and the part of them spent evaluating.
+        global_state : list of Tensor, optional
+            The global tensors after the round (needed for a checkpoint).
+        engine_state : callable, optional
+            Returns the engine's own state to checkpoint (server optimizer, step count).
+
+        Returns
+        -------
+        dict
+            The round's row.
+        """
+        progress = self.progress
+        progress.round += 1
+        progress.samples_seen += stats.samples
+        progress.bytes_up += stats.bytes_up
+        progress.bytes_down += stats.bytes_down
+        progress.wall_s += wall_s
+        progress.eval_s += eval_s
+        row = self._row(stats.train_loss, metrics)
+        self.rows.append(row)
+        if self.folder is not None:
+            self.folder.write_rows(self.rows)
+            self.folder.log(_log_line(row))
+            last = progress.round == self.config.rounds
+            if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):
+                self.folder.save_checkpoint(self._checkpoint(global_state, engine_state() if engine_state else {}))
+        if self._bar is not None:
+            self._bar.set_postfix_str(f"acc {row['test_accuracy']:.3f}", refresh=False)
+            self._bar.update(1)
+        return row
+
+    def finish(self, global_state) -> dict:
+        """Write the summary and the final model; return the summary."""
+        if self._bar is not None:
+            self._bar.close()
+        summary = summarize(self.rows, self.progress, self.partition.num_partitions)
+        if self.folder is not None:
+            self.folder.write_summary({self.config.strategy: summary})
+            self.folder.save_model(global_state)
+        return summary
+
+    def _row(self, train_loss: float, metrics: dict | None) -> dict:
+        metrics = metrics or {}
+        multilabel = self.multilabel
+        progress = self.progress
+        row = {
+            "strategy": self.config.strategy,
+            "round": progress.round,
+            "samples_seen": progress.samples_seen,
+            "bytes_communicated": progress.bytes_communicated,
+            "bytes_up": progress.bytes_up,
+            "bytes_down": progress.bytes_down,
+            # multi-label runs report subset accuracy (every label right) as their accuracy
+            "test_accuracy": metrics.get("subset_accuracy" if multilabel else "accuracy", math.nan),
+            "test_loss": metrics.get("loss", math.nan),
+            "train_loss": train_loss,
+            "wall_s": progress.wall_s,
+        }
+        if multilabel:
+            for key in MULTILABEL_METRICS:
+                row[f"test_{key}"] = metrics.get(key, math.nan)
+        return row
+
+    def _checkpoint(self, global_state, engine_state: dict) -> dict:
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "progress": dataclasses.asdict(self.progress),
+            "rows": [dict(row) for row in self.rows],
+            "global_state": [t.detach().cpu().clone() for t in global_state],
+            "engine": engine_state,
+        }
+
+    def _restore(self, checkpoint: dict) -> Restored:
+        if checkpoint.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(
+                f"cannot resume from {self.folder.path / 'checkpoint.pt'}: its format is "
+                f"{checkpoint.get('format')!r}, this version reads format {CHECKPOINT_FORMAT}; start a new run"
+            )
+        self.progress = Progress(**checkpoint["progress"])
+        self.rows = [dict(row) for row in checkpoint["rows"]]
+        return Restored(checkpoint["global_state"], checkpoint["engine"])
+
+
+def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict:
+    """Return the final numbers of a run: accuracy, loss, bytes, time."""
+    evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
+    final = evaluated[-1] if evaluated else rows[-1]
+    rounds = max(len(rows), 1)
+    summary = {
+        "final_test_accuracy": final["test_accuracy"],
+        "final_test_loss": final["test_loss"],
+        "best_test_accuracy": max((row["test_accuracy"] for row in evaluated), default=math.nan),
+        "bytes_communicated": progress.bytes_communicated,
+        "bytes_up_per_rank_per_round": progress.bytes_up / num_partitions / rounds,
+        "bytes_down_per_rank_per_round": progress.bytes_down / num_partitions / rounds,
+        "samples_seen": progress.samples_seen,
+        "wall_s": progress.wall_s,
+        "eval_s": progress.eval_s,
+        "rounds": len(rows),
+    }
+    for key in MULTILABEL_METRICS:
+        if f"test_{key}" in final:
+            summary[f"final_test_{key}"] = final[f"test_{key}"]
+    return summary
+
+
+def _log_line(row) -> str:
+    return (f"round {row['round']} samples {row['samples_seen']} bytes {row['bytes_communicated']} "
+            f"test_accuracy {row['test_accuracy']:.4f} test_loss {row['test_loss']:.4f} "
+            f"train_loss {row['train_loss']:.4f} wall_s {row['wall_s']:.2f}")

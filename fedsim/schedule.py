@@ -1,0 +1,156 @@
+"""The schedules every engine follows: which clients a round samples, how many samples a round is
+worth, which batch each rank reads at each step, and how many bytes a model is on the wire.
+
+Each is a pure function of the seed and its indices, so an in-process loop, a torchrun rank and a
+Flower SuperNode that ask the same question get the same answer, and a resumed run reads exactly
+the batches it would have read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .seeding import Stream, derive_seed, torch_generator
+
+
+def sample_clients(num_clients: int, fraction: float, seed: int, round_index: int) -> np.ndarray:
+    """Return the sorted ids of the ``max(1, round(fraction * K))`` clients sampled in a round.
+
+    Seeded by (seed, round) alone, so every engine samples the same clients for the same round.
+
+    Examples
+    --------
+    >>> sample_clients(10, 0.3, seed=0, round_index=4).tolist() == sample_clients(10, 0.3, 0, 4).tolist()
+    True
+    >>> len(sample_clients(10, 0.3, seed=0, round_index=4))
+    3
+    """
+    count = max(1, int(round(fraction * num_clients)))
+    if count >= num_clients:
+        return np.arange(num_clients)
+    rng = np.random.default_rng(derive_seed(seed, Stream.SAMPLING, round_index))
+    return np.sort(rng.choice(num_clients, size=count, replace=False))
+
+
+@dataclass(frozen=True)
+class SampleGrid:
+    """How many samples each round is worth: FedAvg's local work, the unit every strategy reports in.
+
+    A FedAvg round trains ``local_epochs`` passes over the shards of the clients it samples (or
+    ``local_steps`` batches from each). allreduce and reweighted take steps until they have
+    seen as many samples, so that all strategies of a comparison report on one grid. A run of
+    allreduce alone uses the default grid: one pass over every shard per round.
+
+    Parameters
+    ----------
+    fraction : float
+        Fraction C of the clients sampled per round.
+    local_epochs : int
+    local_steps : int, optional
+        tau, which replaces ``local_epochs`` when set.
+    batch_size : int
+    seed : int
+        The run's seed (it decides which clients a round samples).
+    """
+
+    fraction: float = 1.0
+    local_epochs: int = 1
+    local_steps: int | None = None
+    batch_size: int = 10
+    seed: int = 0
+
+    @classmethod
+    def from_config(cls, config) -> SampleGrid:
+        """Return the grid of a `fedsim.config.RunConfig` (its FedAvg settings, or their defaults)."""
+        return cls(config.fraction, config.local_epochs, config.local_steps, config.batch_size, config.seed)
+
+    def samples(self, sizes, round_index: int) -> int:
+        """Return the samples round ``round_index`` is worth for shards of ``sizes``.
+
+        ``local_epochs`` times the sampled shards' sizes, or what tau steps read from each
+        sampled shard: whole passes of ``n`` samples (their last batch short), then full batches.
+
+        Examples
+        --------
+        >>> SampleGrid(local_steps=2, batch_size=10).samples([15, 25], round_index=0)  # 10 + 5, then 10 + 10
+        35
+        """
+        sizes = np.asarray(sizes)
+        clients = [k for k in sample_clients(len(sizes), self.fraction, self.seed, round_index) if sizes[k] > 0]
+        if self.local_steps is None:
+            return self.local_epochs * int(sizes[clients].sum())
+        total = 0
+        for n in sizes[clients]:
+            passes, extra_steps = divmod(self.local_steps, -(-int(n) // self.batch_size))
+            total += passes * int(n) + extra_steps * self.batch_size
+        return total
+
+
+class RankSchedule:
+    """Give every rank its batch at global step ``t``, as per-rank samplers with ``set_epoch`` would.
+
+    An epoch lasts as long as the largest shard takes: ``max_k ceil(n_k / B)`` steps. Each rank
+    shuffles its shard at the start of every epoch (`rank_order`). A rank whose shard is used up
+    before the epoch ends either sits out (``"join"``, as DDP under ``Join``) or starts its
+    shard over with a fresh shuffle (``"cycle"``). Because the batch at step ``t`` is a function
+    of ``t`` alone, a resumed run reads exactly the batches it would have read.
+    `fedsim.sampler.ShardSampler` is one rank's view of the same schedule (under ``"join"``).
+
+    Parameters
+    ----------
+    shards : list of array_like
+        Each rank's sample indices.
+    batch_size : int
+    uneven : {"join", "cycle"}
+    seed : int
+    """
+
+    def __init__(self, shards, batch_size: int, uneven: str, seed: int):
+        self.shards = [torch.as_tensor(np.asarray(shard), dtype=torch.int64) for shard in shards]
+        self.batch_size = batch_size
+        self.uneven = uneven
+        self.seed = seed
+        self.rank_steps = [math.ceil(shard.numel() / batch_size) for shard in self.shards]
+        self.steps_per_epoch = max(self.rank_steps)
+        self._orders: dict[tuple[int, int, int], torch.Tensor] = {}
+
+    def batches(self, step: int) -> list[torch.Tensor | None]:
+        """Return each rank's sample indices at global ``step`` (``None`` for a rank sitting out)."""
+        return [self.batch(rank, step) for rank in range(len(self.shards))]
+
+    def batch(self, rank: int, step: int) -> torch.Tensor | None:
+        """Return rank ``rank``'s sample indices at global ``step`` (``None`` when it sits out)."""
+        epoch, position = divmod(step, self.steps_per_epoch)
+        steps = self.rank_steps[rank]
+        if steps == 0:
+            return None
+        cycle, position = divmod(position, steps)
+        if cycle > 0 and self.uneven == "join":
+            return None
+        order = self._order(rank, epoch, cycle)
+        return order[position * self.batch_size : (position + 1) * self.batch_size]
+
+    def _order(self, rank: int, epoch: int, cycle: int) -> torch.Tensor:
+        key = (rank, epoch, cycle)
+        if key not in self._orders:
+            if len(self._orders) > 4 * len(self.shards):
+                self._orders.clear()  # older epochs are never read again
+            self._orders[key] = rank_order(self.shards[rank], self.seed, rank, epoch, cycle)
+        return self._orders[key]
+
+
+def rank_order(shard: torch.Tensor, seed: int, rank: int, epoch: int, cycle: int = 0) -> torch.Tensor:
+    """Return rank ``rank``'s shard in the order it reads it in ``epoch`` (its ``cycle``-th pass in it)."""
+    generator = torch_generator(seed, Stream.SHUFFLE, epoch, rank, cycle)
+    return shard[torch.randperm(shard.numel(), generator=generator)]
+
+
+def model_bytes(model: torch.nn.Module) -> tuple[int, int]:
+    """Return the bytes of the trainable parameters and of the floating-point buffers, as they travel."""
+    params = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers() if b.is_floating_point())
+    return params, buffers
