@@ -3,8 +3,9 @@ import pytest
 import torch
 
 from fedsim.aggregate import accumulate, class_balance_weights, cosine_to_mean, size_weights, softmax_weights, weighted_sum
-from fedsim.schedule import sample_clients
-from fedsim.schedule import RankSchedule
+from fedsim.schedule import RankSchedule, sample_clients
+
+pytestmark = pytest.mark.numerics
 
 
 def test_weighted_sum_equals_numpy_average():

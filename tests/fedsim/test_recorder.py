@@ -1,0 +1,77 @@
+"""The recorder works when fed round by round from outside any fedsim loop (as Flower's strategy does)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedsim.config import RunConfig
+from fedsim.recorder import CHECKPOINT_FORMAT, Recorder, RoundStats
+from fedsim.results import read_rows
+from fedsim.schedule import SampleGrid
+from partitions import Partition
+
+PARTITION = Partition([np.arange(0, 30), np.arange(30, 40)], num_samples=40, scheme="manual")
+
+
+def feed(recorder, rounds, state):
+    for round_index in rounds:
+        recorder.schedule_round(round_index)
+        metrics = {"accuracy": 0.5 + round_index / 10, "loss": 1.0} if recorder.evaluation_due(round_index) else None
+        recorder.record_round(RoundStats(samples=40, loss_sum=20.0, bytes_up=8, bytes_down=8), metrics, wall_s=0.1,
+                              global_state=state, engine_state=lambda: {"momentum": torch.ones(2)})
+
+
+def test_feed_checkpoint_resume_finish(tmp_path):
+    config = RunConfig(strategy="fedavg", rounds=3, eval_every=2, num_partitions=2)
+    state = [torch.zeros(2), torch.full((3,), 2.0)]
+    first = Recorder(config.replace(rounds=2), PARTITION, tmp_path)
+    assert first.start() is None
+    feed(first, first.pending_rounds(), state)
+    accuracy = [row["test_accuracy"] for row in first.rows]
+    assert math.isnan(accuracy[0]) and accuracy[1] == pytest.approx(0.6)  # every second round, and the last
+    first.finish(state)
+
+    again = Recorder(config, PARTITION, tmp_path, resume=True)
+    restored = again.start()
+    assert again.progress.round == 2 and again.progress.scheduled_samples == 80
+    torch.testing.assert_close(restored.global_state, state)
+    assert torch.equal(restored.engine_state["momentum"], torch.ones(2))
+    assert list(again.pending_rounds()) == [2]
+    feed(again, again.pending_rounds(), state)
+    summary = again.finish(state)
+    assert summary["rounds"] == 3 and summary["samples_seen"] == 120 and summary["bytes_communicated"] == 48
+    assert summary["final_test_accuracy"] == pytest.approx(0.7)
+    assert [row["round"] for row in read_rows(tmp_path / "metrics.csv")] == [1, 2, 3]
+    assert json.loads((tmp_path / "summary.json").read_text())["fedavg"]["rounds"] == 3
+
+
+def test_a_round_without_evaluation_records_nan_and_the_train_loss(tmp_path):
+    recorder = Recorder(RunConfig(rounds=2, eval_every=2, num_partitions=2), PARTITION)
+    recorder.start()
+    row = recorder.record_round(RoundStats(samples=10, loss_sum=5.0), None, wall_s=0.0)
+    assert math.isnan(row["test_accuracy"]) and row["train_loss"] == 0.5
+
+
+def test_a_grid_from_elsewhere_is_recorded_and_checked_on_resume(tmp_path):
+    config = RunConfig(strategy="allreduce", rounds=1, num_partitions=2)
+    grid = SampleGrid(local_epochs=2)
+    recorder = Recorder(config, PARTITION, tmp_path, grid=grid)
+    recorder.start()
+    assert recorder.schedule_round(0) == 80  # two passes over 40 samples
+    assert json.loads((tmp_path / "config.json").read_text())["sample_grid"]["local_epochs"] == 2
+    with pytest.raises(ValueError, match="sample_grid"):
+        Recorder(config, PARTITION, tmp_path, resume=True).start()
+
+
+def test_a_checkpoint_of_another_format_is_refused(tmp_path):
+    config = RunConfig(rounds=1, num_partitions=2)
+    recorder = Recorder(config, PARTITION, tmp_path)
+    recorder.start()
+    feed(recorder, [0], [torch.zeros(1)])
+    checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    torch.save({**checkpoint, "format": CHECKPOINT_FORMAT - 1}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ValueError, match="format"):
+        Recorder(config, PARTITION, tmp_path, resume=True).start()
