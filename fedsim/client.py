@@ -144,7 +144,7 @@ def client_update(
     scaler = (scaler or loss_scaler(True, device)) if training.amp and device.type == "cuda" else None
     anchors = [p.detach().clone() for p in params] if training.prox_mu > 0 else None
 
-    loss_sum = 0.0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0
     with seeded_global_rng(derive_seed(seed, Stream.CLIENT_DROPOUT, round, client), device):
         for batch in _batches(shard, training, generator):
@@ -173,7 +173,7 @@ def client_update(
         with torch.no_grad():
             delta = torch._foreach_sub(state_tensors(model), global_state)
     labels = data.train_labels[shard.to(data.train_labels.device)]
-    return ClientUpdate(delta, int(shard.numel()), processed, steps, loss_sum, task.label_counts(labels).cpu())
+    return ClientUpdate(delta, int(shard.numel()), processed, steps, float(loss_sum), task.label_counts(labels).cpu())
 
 
 @torch.no_grad()

@@ -79,11 +79,20 @@ class LocalTraining:
 
 @dataclass
 class LocalGradient:
-    """What `local_gradient` adds up: samples forwarded and their losses (raw, and as weighted)."""
+    """What `local_gradient` adds up: samples forwarded and the sums of their losses, raw and weighted.
+
+    The sums stay 0-d tensors on the run's device, so that a caller summing many batches does
+    not wait for each one (a ``float()`` per batch would synchronise a GPU).
+    """
 
     samples: int
-    loss_sum: float
-    weighted_mean_loss: float
+    loss_sum: torch.Tensor
+    weighted_loss_sum: torch.Tensor
+
+    @property
+    def weighted_mean_loss(self) -> float:
+        """Mean class-weighted loss per sample: the dynamic rule's score."""
+        return float(self.weighted_loss_sum) / self.samples
 
 
 def local_gradient(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
@@ -124,7 +133,8 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
     count = targets.shape[0]
     loss = weighted.sum() * (1.0 / count if weight is None else weight)
     (scaler.scale(loss) if scaler is not None else loss).backward()
-    return LocalGradient(count, float(raw.detach().sum()), float(weighted.detach().mean()))
+    raw_sum = raw.detach().sum()
+    return LocalGradient(count, raw_sum, raw_sum if class_weights is None else weighted.detach().sum())
 
 
 def training_batch(data, indices, generator, noise_sigma, device, dtype=torch.float32):

@@ -148,8 +148,9 @@ class GradientRounds:
                 weight=weight / batch.numel(), class_weights=None if self.class_weights is None else self.class_weights[rank],
                 noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
             )
-            loss_sum += result.loss_sum
-            rank_means.append(result.weighted_mean_loss)
+            loss_sum += float(result.loss_sum)
+            if self.dynamic:
+                rank_means.append(result.weighted_mean_loss)
             if self.dynamic:
                 gradients.append([p.grad.clone() for p in self.params])
                 self.server.zero_grad()
