@@ -9,6 +9,7 @@ from partitions.partition import write_atomic
 
 from .engines.inprocess import run
 from .partitioning import partition_for
+from .recorder import run_title
 from .results import RunFolder
 from .schedule import SampleGrid
 
@@ -35,16 +36,20 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     if duplicates:
         raise ValueError(f"`strategies` names {duplicates[0]!r} twice")
     configs = {name: strategy_config(config, name) for name in strategies}  # validates every name first
+    folder = RunFolder(out, kind="comparison")
+    folder.check(resume=resume)  # a bad `--out` is reported before any work
     data = config.load_dataset()
     partition = partition_for(config, data.train_labels.numpy())
-    out = Path(out)
+    folder.open(resume=resume)
+    out = folder.path
     grid = SampleGrid.from_config(config)  # every strategy reports on FedAvg's samples grid
     results = {}
     for name, run_config in configs.items():
-        results[name] = run(run_config, out / name, resume=resume, quiet=quiet, data=data, partition=partition,
-                            grid=grid)
+        # a resumed comparison starts afresh the strategies it had not reached
+        started = RunFolder(out / name).holds_run()
+        results[name] = run(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
+                            partition=partition, grid=grid)
 
-    folder = RunFolder(out)
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
     partition.save(out / "partition.json")
@@ -53,7 +58,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     from .curves import learning_curves
 
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
-                    title=f"{config.dataset}, {config.model}, {config.partition} partition, K={config.num_partitions}")
+                    title=run_title(config, partition))
     return results
 
 

@@ -8,13 +8,14 @@ round ends.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
 
 import torch
 
-from .results import RunFolder
+from .results import RunFolder, deferred_interrupt
 from .schedule import SampleGrid
 
 CHECKPOINT_FORMAT = 2
@@ -71,6 +72,28 @@ class Progress:
         return self.bytes_up + self.bytes_down
 
 
+class RunInterrupted(Exception):
+    """Ctrl-C stopped a run; says which round was finished and which checkpoint holds what.
+
+    Attributes
+    ----------
+    rounds_finished : int
+    checkpoint_round : int or None
+        The round ``checkpoint.pt`` holds (``None``: no checkpoint, or no folder).
+    folder : Path or None
+    """
+
+    def __init__(self, rounds_finished: int, rounds: int, checkpoint_round: int | None, folder):
+        self.rounds_finished, self.checkpoint_round, self.folder = rounds_finished, checkpoint_round, folder
+        if folder is None:
+            where = "nothing was saved (no results folder)"
+        elif checkpoint_round is None:
+            where = f"no checkpoint was written yet in {folder}"
+        else:
+            where = f"{folder / 'checkpoint.pt'} holds round {checkpoint_round}"
+        super().__init__(f"interrupted after round {rounds_finished} of {rounds}; {where}")
+
+
 @dataclass
 class Restored:
     """What a resumed run continues from: the global tensors and its engine's own state."""
@@ -108,6 +131,7 @@ class Recorder:
         self.folder = RunFolder(out) if out is not None else None
         self.progress = Progress()
         self.rows: list[dict] = []
+        self.checkpoint_round: int | None = None
         self._bar = None
 
     def start(self) -> Restored | None:
@@ -125,6 +149,17 @@ class Recorder:
             self._bar = tqdm(total=self.config.rounds, initial=self.progress.round, desc=self.config.strategy,
                              unit="round", leave=True)
         return restored
+
+    @contextlib.contextmanager
+    def interruptible(self):
+        """Turn Ctrl-C inside the block into `RunInterrupted`, which says what is saved."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            if self._bar is not None:
+                self._bar.close()
+            folder = self.folder.path if self.folder is not None else None
+            raise RunInterrupted(self.progress.round, self.config.rounds, self.checkpoint_round, folder) from None
 
     def pending_rounds(self) -> range:
         """Return the indices of the rounds still to run."""
@@ -170,11 +205,13 @@ class Recorder:
         row = self._row(stats.train_loss, metrics)
         self.rows.append(row)
         if self.folder is not None:
-            self.folder.write_rows(self.rows)
-            self.folder.log(_log_line(row))
-            last = progress.round == self.config.rounds
-            if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):
-                self.folder.save_checkpoint(self._checkpoint(global_state, engine_state() if engine_state else {}))
+            with deferred_interrupt():  # the rows, log and checkpoint of a round land together
+                self.folder.write_rows(self.rows)
+                self.folder.log(_log_line(row))
+                last = progress.round == self.config.rounds
+                if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):
+                    self.folder.save_checkpoint(self._checkpoint(global_state, engine_state() if engine_state else {}))
+                    self.checkpoint_round = progress.round
         if self._bar is not None:
             self._bar.set_postfix_str(f"acc {row['test_accuracy']:.3f}", refresh=False)
             self._bar.update(1)
@@ -186,8 +223,13 @@ class Recorder:
             self._bar.close()
         summary = summarize(self.rows, self.progress, self.partition.num_partitions)
         if self.folder is not None:
-            self.folder.write_summary({self.config.strategy: summary})
-            self.folder.save_model(global_state)
+            with deferred_interrupt():
+                self.folder.write_summary({self.config.strategy: summary})
+                self.folder.save_model(global_state)
+            from .curves import learning_curves
+
+            learning_curves({self.config.strategy: self.rows}, path=self.folder.path / "learning_curves.png",
+                            title=run_title(self.config, self.partition))
         return summary
 
     def _row(self, train_loss: float, metrics: dict | None) -> dict:
@@ -229,6 +271,9 @@ class Recorder:
             )
         self.progress = Progress(**checkpoint["progress"])
         self.rows = [dict(row) for row in checkpoint["rows"]]
+        self.checkpoint_round = self.progress.round
+        # rounds logged after the checkpoint are replayed: their old lines go
+        self.folder.rewrite_log([*map(_log_line, self.rows), f"resumed from the checkpoint of round {self.progress.round}"])
         return Restored(checkpoint["global_state"], checkpoint["engine"])
 
 
@@ -253,6 +298,11 @@ def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict
         if f"test_{key}" in final:
             summary[f"final_test_{key}"] = final[f"test_{key}"]
     return summary
+
+
+def run_title(config, partition) -> str:
+    """Return a figure title naming the data, the model and the partition with its parameters."""
+    return f"{config.dataset}, {config.model}, {partition.scheme}, K={partition.num_partitions}"
 
 
 def _log_line(row) -> str:

@@ -2,6 +2,7 @@
 
 Layout of ``DIR``::
 
+    .fedsim-run      the marker: this folder holds a fedsim run (or a comparison of runs)
     config.json      every setting needed to rerun (RunConfig.to_dict)
     partition.json   the partition the run trained on
     metrics.csv      one row per round
@@ -13,10 +14,14 @@ Layout of ``DIR``::
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
+import os
+import signal
+import threading
 from pathlib import Path
 
 import torch
@@ -24,6 +29,7 @@ import torch
 from partitions import Partition
 from partitions.partition import write_atomic
 
+MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
 RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "data_root"})
 METRIC_COLUMNS = (
@@ -35,14 +41,79 @@ MULTILABEL_COLUMNS = ("test_micro_f1", "test_macro_f1", "test_mean_average_preci
 class RunFolder:
     """Read and write one run's files under ``path``.
 
+    A folder is a run's when it holds the `MARKER` file, written before anything else: only
+    such a folder is resumed or written into again, so a typo in ``--out`` neither retrains
+    from scratch in silence nor overwrites a user's own files.
+
     Parameters
     ----------
     path : str or Path
         The run's folder; created when missing.
+    kind : {"run", "comparison"}
+        What the marker says the folder holds (`fedsim.compare` keeps one run per strategy
+        inside a comparison folder).
     """
 
-    def __init__(self, path):
+    def __init__(self, path, kind: str = "run"):
         self.path = Path(path)
+        self.kind = kind
+
+    def holds_run(self) -> bool:
+        """Whether the folder carries the marker of a ``kind`` folder."""
+        try:
+            return json.loads((self.path / MARKER).read_text(encoding="utf-8")).get("kind") == self.kind
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    def open(self, *, resume: bool) -> None:
+        """`check` the folder, then create and mark it for a fresh run."""
+        self.check(resume=resume)
+        if resume:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.path / MARKER, json.dumps({"kind": self.kind, "format": 1}) + "\n")
+        except OSError as error:
+            raise ValueError(f"cannot write to {self.path}: {error.strerror or error}") from None
+
+    def check(self, *, resume: bool) -> None:
+        """Check, changing nothing, that the folder can take a fresh run (new or empty) or holds one to resume.
+
+        Called before any work, so that a bad ``--out`` is reported at once.
+
+        Raises
+        ------
+        ValueError
+            A missing or foreign folder to resume, or a folder to start in that is a file,
+            holds a run already, or holds other files.
+        """
+        what = "comparison" if self.kind == "comparison" else "run"
+        if resume:
+            if not self.path.exists():
+                raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `--out`, "
+                                 "or drop `--resume` to start a new run")
+            if not self.holds_run():
+                raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
+                                 "check `--out`, or drop `--resume` to start a new run in an empty folder")
+            if self.kind == "run" and not (self.path / "checkpoint.pt").exists():
+                raise ValueError(
+                    f"cannot resume {self.path}: it has no checkpoint.pt (the run stopped before its first "
+                    "checkpoint, or the file was removed), so nothing of it can be continued; start it again "
+                    "with another `--out`"
+                )
+            return
+        if self.path.exists() and not self.path.is_dir():
+            raise ValueError(f"`--out` {self.path} is a file, not a folder; choose a folder")
+        if self.path.is_dir() and any(self.path.iterdir()):
+            if self.holds_run():
+                raise ValueError(f"{self.path} already holds a {what}; pass `--resume` to continue it, "
+                                 "or choose another `--out`")
+            raise ValueError(f"{self.path} is not empty and holds no fedsim {what}; nothing in it is overwritten: "
+                             "choose a new or empty folder for `--out`")
+        parent = next((p for p in self.path.absolute().parents if p.exists()), None)
+        if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
+            reason = "Not a directory" if not parent.is_dir() else "Permission denied"
+            raise ValueError(f"cannot write to {self.path}: {reason} ({parent})")
 
     def start(self, config, partition: Partition, *, resume: bool, extra: dict | None = None) -> dict | None:
         """Write the config and partition, or check them against the folder's when resuming.
@@ -54,41 +125,39 @@ class RunFolder:
         Raises
         ------
         ValueError
-            Resuming a folder written by a different config or partition, or starting afresh
-            in a folder that already holds a run.
+            Resuming a folder that holds no run, no checkpoint, or a run of a different config
+            or partition; or starting afresh in a folder `open` refuses.
         """
+        self.open(resume=resume)
         config_path, partition_path = self.path / "config.json", self.path / "partition.json"
-        if resume and config_path.exists():
-            saved = json.loads(config_path.read_text(encoding="utf-8"))
-            current = {**config.to_dict(), **(extra or {})}
-            differing = sorted(key for key in set(saved) | set(current)
-                               if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
-            if differing:
-                shown = ", ".join(f"{key}: {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
-                raise ValueError(
-                    f"cannot resume {self.path}: it holds a run of a different config ({shown}); "
-                    "rerun with the same settings, or choose another `--out`"
-                )
-            if partition_path.exists() and Partition.load(partition_path) != partition:
-                raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
-            checkpoint = self.load_checkpoint()
-            if not partition_path.exists():
-                partition.save(partition_path)
-            if checkpoint is not None:
-                self.log(f"resumed from the checkpoint of round {checkpoint['progress']['round']}")
-            if checkpoint is not None and checkpoint["progress"]["round"] > config.rounds:
-                raise ValueError(
-                    f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at round "
-                    f"{checkpoint['progress']['round']}"
-                )
+        current = {**config.to_dict(), **(extra or {})}
+        if not resume:
             write_atomic(config_path, json.dumps(current, indent=2))
-            return checkpoint
-        if not resume and (self.path / "metrics.csv").exists():
-            raise ValueError(f"{self.path} already holds a run; pass `--resume` to continue it or choose another `--out`")
-        self.path.mkdir(parents=True, exist_ok=True)
-        write_atomic(config_path, json.dumps({**config.to_dict(), **(extra or {})}, indent=2))
-        partition.save(partition_path)
-        return None
+            partition.save(partition_path)
+            return None
+        saved = read_json(config_path)
+        differing = sorted(key for key in set(saved) | set(current)
+                           if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
+        if differing:
+            shown = ", ".join(f"{key}: {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
+            raise ValueError(
+                f"cannot resume {self.path}: it holds a run of a different config ({shown}); "
+                "rerun with the same settings, or choose another `--out`"
+            )
+        if partition_path.exists() and Partition.load(partition_path) != partition:
+            raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
+        checkpoint = self.load_checkpoint()
+        if checkpoint is None:  # removed since `check`
+            raise ValueError(f"cannot resume {self.path}: its checkpoint.pt has gone; start it again with another `--out`")
+        if checkpoint["progress"]["round"] > config.rounds:
+            raise ValueError(
+                f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at round "
+                f"{checkpoint['progress']['round']}"
+            )
+        if not partition_path.exists():
+            partition.save(partition_path)
+        write_atomic(config_path, json.dumps(current, indent=2))
+        return checkpoint
 
     def write_rows(self, rows: list[dict], name: str = "metrics.csv") -> Path:
         """Write the per-round rows as CSV, with the standard columns first."""
@@ -112,6 +181,10 @@ class RunFolder:
         """Append a line to ``log.txt``."""
         with open(self.path / "log.txt", "a", encoding="utf-8") as stream:
             stream.write(line + "\n")
+
+    def rewrite_log(self, lines: list[str]) -> None:
+        """Replace ``log.txt`` with ``lines`` (a resumed run drops the lines of rounds it replays)."""
+        write_atomic(self.path / "log.txt", "".join(line + "\n" for line in lines))
 
     def save_checkpoint(self, checkpoint: dict) -> None:
         """Save tensors and plain data to ``checkpoint.pt`` atomically."""
@@ -138,6 +211,40 @@ def save_tensors(payload, path: Path) -> None:
     torch.save(payload, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, buffer.getvalue())
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it.
+
+    The run's files are each written atomically; this keeps a set of them (rows, log and
+    checkpoint of one round) consistent, and a second Ctrl-C from breaking off the cleanup of
+    a first. Outside the main thread, where Python delivers no signal, it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if received and callable(previous):
+        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+
+
+def read_json(path) -> dict:
+    """Read a JSON file of the run folder; a missing or damaged one is an error naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"{path} is missing: the folder is not a complete fedsim run") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is damaged and cannot be read ({error}); it is not a file fedsim can resume from") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is damaged: it holds {type(data).__name__}, not a table of settings")
+    return data
 
 
 def read_rows(path) -> list[dict]:

@@ -11,6 +11,7 @@ from ...build import build_model
 from ...client import evaluate
 from ...partitioning import partition_for
 from ...recorder import Recorder
+from ...results import RunFolder
 from ...strategies import get_strategy
 from ...tasks import create_task
 from .fedavg import FedAvgRounds
@@ -47,6 +48,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         The samples each round is worth (the config's own by default); `fedsim.compare.compare`
         puts every strategy on FedAvg's.
     """
+    if out is not None:
+        RunFolder(out).check(resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
     if partition is None:
@@ -61,18 +64,19 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
             torch._foreach_copy_(rounds.global_state, restored.global_state)
         rounds.load_state_dict(restored.engine_state)
 
-    for round_index in recorder.pending_rounds():
-        started = time.perf_counter()
-        target = recorder.schedule_round(round_index)
-        stats = rounds.train_round(round_index, recorder.progress.samples_seen, target)
-        metrics, eval_s = None, 0.0
-        if recorder.evaluation_due(round_index):
-            evaluation_started = time.perf_counter()
-            # the gradient strategies' global state is the model's own: nothing to load
-            state = None if rounds_class is GradientRounds else rounds.global_state
-            metrics = evaluate(model, state, data, task=task)
-            eval_s = time.perf_counter() - evaluation_started
-        recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
-                              global_state=rounds.global_state, engine_state=rounds.state_dict)
-    summary = recorder.finish(rounds.global_state)
+    with recorder.interruptible():
+        for round_index in recorder.pending_rounds():
+            started = time.perf_counter()
+            target = recorder.schedule_round(round_index)
+            stats = rounds.train_round(round_index, recorder.progress.samples_seen, target)
+            metrics, eval_s = None, 0.0
+            if recorder.evaluation_due(round_index):
+                evaluation_started = time.perf_counter()
+                # the gradient strategies' global state is the model's own: nothing to load
+                state = None if rounds_class is GradientRounds else rounds.global_state
+                metrics = evaluate(model, state, data, task=task)
+                eval_s = time.perf_counter() - evaluation_started
+            recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
+                                  global_state=rounds.global_state, engine_state=rounds.state_dict)
+        summary = recorder.finish(rounds.global_state)
     return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])

@@ -1,0 +1,88 @@
+"""No command loses a user's work: refused resumes, foreign folders, interrupts, replayed log lines."""
+
+import os
+import shutil
+import signal
+
+import pytest
+
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess import run
+from fedsim.results import MARKER, deferred_interrupt
+
+from .test_cli import fedsim
+
+QUICK = ["--strategy", "fedavg", "--model", "mlp", "--rounds", "1", "--batch-size", "20", "--num-partitions", "4",
+         "--fraction", "0.5", "--quiet"]
+
+
+def assert_refused(result, *phrases):
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "", "nothing may be printed before the error"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for phrase in phrases:
+        assert phrase in lines[0], lines[0]
+
+
+def test_resume_of_a_folder_that_does_not_exist_is_refused(tmp_path):
+    result = fedsim("run", *QUICK, "--out", str(tmp_path / "typo"), "--resume")
+    assert_refused(result, "does not exist", "--resume")
+    assert not (tmp_path / "typo").exists()
+
+
+def test_resume_of_a_folder_without_a_run_is_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    assert_refused(fedsim("run", *QUICK, "--out", str(tmp_path), "--resume"), "holds no fedsim run")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_resume_without_a_checkpoint_is_refused_and_keeps_the_metrics(tmp_path):
+    out = tmp_path / "run"
+    assert fedsim("run", *QUICK, "--out", str(out)).returncode == 0
+    (out / "checkpoint.pt").unlink()
+    metrics = (out / "metrics.csv").read_text()
+    assert_refused(fedsim("run", *QUICK, "--out", str(out), "--resume"), "no checkpoint.pt", "--out")
+    assert (out / "metrics.csv").read_text() == metrics
+
+
+def test_a_folder_of_the_users_own_files_is_never_written_into(tmp_path):
+    (tmp_path / "config.json").write_text('{"mine": true}')
+    assert_refused(fedsim("run", *QUICK, "--out", str(tmp_path)), "not empty", "holds no fedsim run")
+    assert (tmp_path / "config.json").read_text() == '{"mine": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_out_that_is_a_file_or_cannot_be_made_is_named_as_such(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    assert_refused(fedsim("run", *QUICK, "--out", str(tmp_path / "a_file")), "is a file, not a folder")
+    assert_refused(fedsim("run", *QUICK, "--out", str(tmp_path / "a_file" / "run")), "cannot write to",
+                   "Not a directory")
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.rglob("*"))
+
+
+def test_a_run_folder_carries_the_marker_and_an_empty_folder_is_fine(tmp_path):
+    assert fedsim("run", *QUICK, "--out", str(tmp_path)).returncode == 0
+    assert (tmp_path / MARKER).exists() and (tmp_path / "learning_curves.png").exists()
+
+
+def test_resume_drops_the_log_lines_of_replayed_rounds(tmp_path, mnist5k):
+    config = RunConfig(strategy="fedavg", model="mlp", rounds=2, batch_size=20, num_partitions=4, fraction=0.5)
+    run(config, tmp_path, data=mnist5k)
+    shutil.copy(tmp_path / "checkpoint.pt", tmp_path / "round2.pt")
+    run(config.replace(rounds=4), tmp_path, resume=True, data=mnist5k)  # logs rounds 3 and 4
+    os.replace(tmp_path / "round2.pt", tmp_path / "checkpoint.pt")  # as if killed after round 2's checkpoint
+    run(config.replace(rounds=4), tmp_path, resume=True, data=mnist5k)
+    lines = (tmp_path / "log.txt").read_text().splitlines()
+    assert [line.split()[1] for line in lines if line.startswith("round ")] == ["1", "2", "3", "4"]
+    assert lines[2] == "resumed from the checkpoint of round 2"
+
+
+def test_ctrl_c_inside_a_write_is_delivered_after_it():
+    finished = []
+    with pytest.raises(KeyboardInterrupt):
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGINT)
+            finished.append(True)  # not interrupted half-way
+    assert finished == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
