@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -34,7 +35,18 @@ class ShardSampler(Sampler[int]):
     drop_last : bool, default False
         Truncate every rank to the smallest shard's size, so that all ranks take the same number
         of steps and plain DDP needs no ``Join``. Without it, uneven shards give ranks different
-        step counts: wrap the loop in ``torch.distributed.algorithms.join.Join``.
+        step counts: wrap the loop in ``torch.distributed.algorithms.join.Join``. A warning says
+        when this discards more than half of the rank's shard (Dir(0.1) over 10 ranks can cut a
+        shard of 706 samples to 60).
+    dataset : Sized, optional
+        The dataset the indices point into; given, indices beyond ``len(dataset)`` are refused
+        (a partition made for another dataset).
+
+    Raises
+    ------
+    ValueError
+        When ``torch.distributed`` is initialised and its world size differs from the number
+        of partitions, or an index lies beyond ``dataset``.
 
     Examples
     --------
@@ -45,9 +57,17 @@ class ShardSampler(Sampler[int]):
     2
     """
 
-    def __init__(self, partition: Partition, rank: int, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+    def __init__(self, partition: Partition, rank: int, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 *, dataset=None):
         if not isinstance(partition, Partition):
             raise TypeError(f"`partition` must be a partitions.Partition, got {type(partition).__name__}")
+        _check_world_size(partition)
+        if dataset is not None and partition.num_samples > len(dataset):
+            shards = [shard for shard in partition if shard.size]
+            largest = max((int(shard.max()) for shard in shards), default=-1)
+            if largest >= len(dataset):
+                raise ValueError(f"`partition` holds index {largest}, beyond the {len(dataset)} samples of `dataset`: "
+                                 "it was made for another dataset")
         self.indices = torch.from_numpy(partition.shard(rank))
         self.rank = rank
         self.shuffle = shuffle
@@ -55,6 +75,9 @@ class ShardSampler(Sampler[int]):
         self.drop_last = drop_last
         self.epoch = 0
         self.num_samples = int(partition.sizes.min()) if drop_last else self.indices.numel()
+        if drop_last and self.num_samples < self.indices.numel() / 2:
+            warnings.warn(f"`drop_last` keeps {self.num_samples} of rank {rank}'s {self.indices.numel()} samples "
+                          "(the smallest shard's size); use Join instead to keep them all", stacklevel=2)
 
     def __iter__(self) -> Iterator[int]:
         order = self.indices
@@ -68,3 +91,12 @@ class ShardSampler(Sampler[int]):
     def set_epoch(self, epoch: int) -> None:
         """Set the epoch, so that each epoch's shuffle differs (call before each epoch, as with DDP)."""
         self.epoch = epoch
+
+
+def _check_world_size(partition: Partition) -> None:
+    """Refuse a partition whose number of parts is not the world size of an initialised process group."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() != partition.num_partitions:
+        raise ValueError(f"`partition` has {partition.num_partitions} partitions but the world size is "
+                         f"{dist.get_world_size()}: make one partition per rank")
