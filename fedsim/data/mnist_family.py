@@ -13,7 +13,7 @@ from .load import register_dataset
 #: Where Debian's ``dataset-fashion-mnist`` package installs the gzipped Fashion-MNIST files.
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 
-_MNIST_FILES = tuple(
+MNIST_FILES = tuple(
     f"{split}-{kind}-ubyte" for split in ("train", "t10k") for kind in ("images-idx3", "labels-idx1")
 )
 EMNIST_SPLITS = ("balanced", "byclass", "bymerge", "digits", "letters", "mnist")
@@ -40,6 +40,11 @@ def _load_idx(name: str, dataset_class, root: Path, download: bool, files, *, hi
     return train.data.unsqueeze(1), train.targets.long(), test.data.unsqueeze(1), test.targets.long(), train.classes
 
 
+def emnist_files(split: str) -> list[str]:
+    """Return the four idx file names of an EMNIST split, as torchvision reads them."""
+    return [f"emnist-{split}-{part}-{kind}-ubyte" for part in ("train", "test") for kind in ("images-idx3", "labels-idx1")]
+
+
 @register_dataset("mnist")
 def mnist(*, root: Path, download: bool) -> Dataset:
     """Load MNIST (LeCun et al. 1998): 60,000 / 10,000 grey 28x28 digits, from ``root/MNIST/raw``.
@@ -48,7 +53,7 @@ def mnist(*, root: Path, download: bool) -> Dataset:
     """
     from torchvision.datasets import MNIST
 
-    *tensors, _ = _load_idx("mnist", MNIST, root, download, _MNIST_FILES)
+    *tensors, _ = _load_idx("mnist", MNIST, root, download, MNIST_FILES)
     return Dataset("mnist", *tensors, num_classes=10, class_names=DIGIT_NAMES)
 
 
@@ -68,7 +73,7 @@ def fashion_mnist(*, root: Path, download: bool) -> Dataset:
         "where fedsim finds them"
     )
     *tensors, classes = _load_idx(
-        "fashion-mnist", FashionMNIST, root, download, _MNIST_FILES, hint=hint, sources=(DEBIAN_FASHION_MNIST,)
+        "fashion-mnist", FashionMNIST, root, download, MNIST_FILES, hint=hint, sources=(DEBIAN_FASHION_MNIST,)
     )
     return Dataset("fashion-mnist", *tensors, num_classes=10, class_names=classes)
 
@@ -91,9 +96,7 @@ def emnist(*, root: Path, download: bool, split: str = "balanced") -> Dataset:
         raise ValueError(f"`split` must be one of {', '.join(EMNIST_SPLITS)}, got {split!r}")
     from torchvision.datasets import EMNIST
 
-    files = [
-        f"emnist-{split}-{part}-{kind}-ubyte" for part in ("train", "test") for kind in ("images-idx3", "labels-idx1")
-    ]
+    files = emnist_files(split)
     train_images, train_labels, test_images, test_labels, classes = _load_idx(
         "emnist", EMNIST, root, download, files, split=split
     )
