@@ -8,9 +8,6 @@ from .models import create_model
 from .seeding import Stream, derive_seed
 from .training import seeded_global_rng
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
 def resolve_device(name: str) -> torch.device:
     """Return the device for ``--device`` (``auto`` picks CUDA when present)."""
     if name == "auto":
@@ -18,13 +15,6 @@ def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
     return torch.device(name)
-
-
-def resolve_dtype(name: str) -> torch.dtype:
-    """Return the torch dtype of ``--dtype`` (``float32`` or ``float64``)."""
-    if name not in DTYPES:
-        raise ValueError(f"unknown `dtype`={name!r}; known: {', '.join(DTYPES)}")
-    return DTYPES[name]
 
 
 def build_model(config, data, device: torch.device | None = None) -> torch.nn.Module:
@@ -48,4 +38,4 @@ def build_model(config, data, device: torch.device | None = None) -> torch.nn.Mo
         model = create_model(config.model, num_classes=data.num_classes, in_channels=data.in_channels,
                              image_size=data.image_size, **options)
     device = resolve_device(config.device) if device is None else device
-    return model.to(device=device, dtype=resolve_dtype(getattr(config, "dtype", "float32")))
+    return model.to(device=device, dtype=config.torch_dtype)

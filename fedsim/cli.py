@@ -3,22 +3,26 @@
 Training flags are generated from `fedsim.config.RunConfig`'s fields (``--local-epochs`` sets
 ``local_epochs``), so the flags, ``--config FILE.toml`` keys and ``config.json`` always agree.
 Precedence: the field's default, then the TOML file, then flags given on the command line.
+
+Every setting is checked, the data loaded, the partition made and the model built before
+anything is printed, so a bad input ends with one error line that names the flag to fix.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from .config import DEVICES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
+from .config import DEVICES, DTYPES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig, merge_settings
 from .partitioning import SCHEMES
 
 PARTITION_FIELDS = (
     "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
-    "class_assignment_mode", "min_partition_size", "shards_per_partition", "seed",
+    "class_assignment_mode", "min_partition_size", "self_balancing", "max_tries", "shards_per_partition", "seed",
 )
 HELP = {
     "strategy": "allreduce, reweighted or fedavg",
@@ -29,21 +33,39 @@ HELP = {
     "num_partitions": "clients or ranks K",
     "alpha": "Dirichlet concentration (dirichlet, quantity)",
     "classes_per_partition": "k of pathological #C=k",
+    "class_assignment_mode": "how #C=k picks classes; first-deterministic is NIID-Bench's",
+    "self_balancing": "dirichlet: NIID-Bench's balance step",
+    "max_tries": "dirichlet, quantity: draws made to meet --min-partition-size",
     "rounds": "rounds; every strategy reports after a FedAvg round's worth of samples",
     "local_epochs": "FedAvg local epochs E",
     "local_steps": "FedAvg local steps tau (replaces --local-epochs)",
     "fraction": "FedAvg client fraction C in (0, 1]",
     "weights": "rank/client weights: equal, size, class-balanced, dynamic",
-    "mu": "FedProx proximal weight",
+    "dynamic_rule": "reweighted with --weights dynamic: score by loss or gradient cosine",
+    "temperature": "reweighted with --weights dynamic: softmax temperature",
+    "mu": "FedAvg's FedProx proximal weight",
     "feature_noise": "NIID-Bench feature-noise skew: input noise sigma * i / (K - 1) on partition i",
+    "server_lr": "FedAvg server learning rate",
     "server_momentum": "FedAvgM server momentum",
-    "uneven": "allreduce with uneven shards: join (DDP Join) or cycle",
-    "fused": "allreduce: one fused forward of K x B samples where per-rank semantics allow",
+    "uneven": "allreduce/reweighted with uneven shards: join (DDP Join) or cycle",
+    "dtype": "float64 makes engines comparable to ~1e-10; float32 is fast",
+    "fused": "allreduce/reweighted: one fused forward of K x B samples where per-rank semantics allow",
 }
 CHOICES = {
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
-    "device": DEVICES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
+    "device": DEVICES, "dtype": DTYPES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
+# Library parameters whose names differ from the RunConfig field a flag sets.
+PARAMETER_ALIASES = {
+    "num_classes_per_partition": "classes_per_partition",  # partitions.pathological
+    "scheme": "partition",  # fedsim.partitioning.make_partition
+    "root": "data_root",  # fedsim.data.load_dataset
+}
+
+
+def config_flag(field: str) -> str:
+    """Return the command-line flag that sets `RunConfig` field ``field``."""
+    return "--dataset-option" if field == "dataset_options" else "--" + field.replace("_", "-")
 
 
 def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
@@ -51,12 +73,12 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
     for field in dataclasses.fields(RunConfig):
         if names is not None and field.name not in names:
             continue
+        flag = config_flag(field.name)
         if field.name == "dataset_options":
-            parser.add_argument("--dataset-option", dest="dataset_options", action=DatasetOption, metavar="KEY=VALUE",
+            parser.add_argument(flag, dest="dataset_options", action=DatasetOption, metavar="KEY=VALUE",
                                 default=argparse.SUPPRESS, help="a dataset option, e.g. label_granularity=coarse "
                                 "(repeatable)")
             continue
-        flag = "--" + field.name.replace("_", "-")
         aliases = [flag, "--scheme"] if field.name == "partition" else [flag]
         help_text = f"{HELP.get(field.name, field.name.replace('_', ' '))} (default {field.default})"
         if "bool" in str(field.type):
@@ -67,6 +89,36 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
         parser.add_argument(*aliases, dest=field.name, type=kind, choices=CHOICES.get(field.name),
                             default=argparse.SUPPRESS, help=help_text, metavar=None if field.name in CHOICES else
                             field.name.upper())
+
+
+# Library parameter -> the flag that sets it: every RunConfig field, the aliases, and compare's list.
+PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
+PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
+PARAMETER_FLAGS["strategies"] = "--strategies"
+
+
+def flag_message(message: str) -> str:
+    """Return an error message with each backticked library parameter replaced by the flag that sets it.
+
+    A registry's ``name`` takes the flag of the field its kind names ("unknown dataset
+    `name`" -> ``--dataset``); the keys of dataset options (after "option") stay as they are.
+
+    Examples
+    --------
+    >>> flag_message("`num_classes_per_partition`=11 exceeds the 10 classes in `labels`")
+    '`--classes-per-partition`=11 exceeds the 10 classes in `labels`'
+    >>> flag_message("unknown dataset `name`='imagenet'")
+    "unknown dataset `--dataset`='imagenet'"
+    """
+
+    def swap(match: re.Match) -> str:
+        word, name = match.group(1), match.group(2)
+        if word == "option":
+            return match.group(0)
+        flag = PARAMETER_FLAGS.get(word if name == "name" else name)
+        return match.group(0) if flag is None else f"{word + ' ' if word else ''}`{flag}`"
+
+    return re.sub(r"(?:\b(\w+) )?`(\w+)`", swap, message)
 
 
 class DatasetOption(argparse.Action):
@@ -87,25 +139,48 @@ class DatasetOption(argparse.Action):
         setattr(namespace, self.dest, options)
 
 
-def config_from_args(args, **fixed) -> RunConfig:
-    """Return the `RunConfig` of the parsed flags on top of ``--config`` (if given) and the defaults."""
+def settings_from_args(args) -> tuple[dict, str]:
+    """Return the settings of the ``--config`` file (if given) overridden by the flags, and their source."""
     names = {field.name for field in dataclasses.fields(RunConfig)}
     flags = {key: value for key, value in vars(args).items() if key in names}
-    flags.update(fixed)
     if getattr(args, "config", None):
-        return RunConfig.from_toml(args.config, **flags)
-    return RunConfig(**flags)
+        return merge_settings(RunConfig.read_toml(args.config), flags), str(args.config)
+    return flags, "the flags"
+
+
+def config_from_args(args) -> RunConfig:
+    """Return the `RunConfig` of the parsed flags on top of ``--config`` (if given) and the defaults."""
+    settings, source = settings_from_args(args)
+    return RunConfig.from_mapping(settings, source=source)
+
+
+def prepare(config: RunConfig):
+    """Load the data, make the partition and build the model once, so that a bad setting fails before any output.
+
+    Returns the data and the partition, for the run to reuse.
+    """
+    from .build import build_model
+    from .partitioning import partition_for
+
+    data = config.load_dataset()
+    partition = partition_for(config, data.train_labels.numpy())
+    build_model(config, data)
+    return data, partition
 
 
 def command_run(args) -> None:
     """Run one strategy and print a one-screen summary."""
+    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .compare import comparison_table
     from .engines.inprocess import run
     from .strategies import get_strategy
 
-    config = config_from_args(args)
+    from .results import RunFolder
+
+    RunFolder(args.out).check(resume=args.resume)
+    data, partition = prepare(config)
     print(get_strategy(config.strategy).describe(config))
-    result = run(config, args.out, resume=args.resume, quiet=args.quiet)
+    result = run(config, args.out, resume=args.resume, quiet=args.quiet, data=data, partition=partition)
     print()
     print(comparison_table({config.strategy: result}))
     print(f"\nresults in {args.out}/ (metrics.csv, summary.json, config.json, partition.json, checkpoint.pt)")
@@ -113,14 +188,20 @@ def command_run(args) -> None:
 
 def command_compare(args) -> None:
     """Run several strategies on the same partition and initial model; print the comparison."""
-    from .compare import compare, comparison_table, strategy_config
+    settings, source = settings_from_args(args)
+    names = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    configs = RunConfig.for_comparison(settings, names, source=source)  # before importing torch
+    from .compare import compare, comparison_table
+    from .results import RunFolder
     from .strategies import get_strategy
 
-    strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
-    config = config_from_args(args, strategy="reweighted")  # --weights is reweighted's rule
-    for name in strategies:
-        print(get_strategy(name).describe(strategy_config(config, name)))
-    results = compare(config, strategies, args.out, resume=args.resume, quiet=args.quiet)
+    RunFolder(args.out, kind="comparison").check(resume=args.resume)
+    shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
+    data, partition = prepare(shared)
+    for config in configs.values():
+        print(get_strategy(config.strategy).describe(config))
+    results = compare(shared, names, args.out, resume=args.resume, quiet=args.quiet, configs=configs, data=data,
+                      partition=partition)
     print()
     print(comparison_table(results))
     print(f"\ntable: {args.out}/comparison.txt   curves: {args.out}/learning_curves.png   "
@@ -193,13 +274,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Run the command line; bad input ends with one error line and exit status 2."""
+    """Run the command line; bad input ends with one error line, naming the flag at fault, and exit status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         args.handler(args)
     except (ValueError, TypeError, RuntimeError, OSError) as error:
-        parser.exit(2, f"fedsim {args.command}: error: {error}\n")
+        parser.exit(2, f"fedsim {args.command}: error: {flag_message(str(error))}\n")
     return 0
 
 

@@ -12,15 +12,34 @@ from .partitioning import partition_for
 from .recorder import run_title
 from .results import RunFolder
 from .schedule import SampleGrid
+from .strategies import check_strategy_names, get_strategy
 
 
-def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True) -> dict:
+def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True, configs: dict | None = None,
+            data=None, partition=None) -> dict:
     """Run each strategy in ``strategies`` under ``config`` and write the comparison to ``out``.
 
     Every strategy sees the same dataset, the same partition (made once from ``config``) and the
-    same initial model (seeded by ``config.seed``). ``config.strategy`` itself is not run unless
-    listed; when it is ``reweighted``, its ``weights`` rule is the one ``reweighted`` uses, and the
-    other strategies use their own default rule.
+    same initial model (seeded by ``config.seed``), and reports on FedAvg's samples grid (the
+    ``fraction``, ``local_epochs`` and ``local_steps`` of fedavg's config). ``config.strategy``
+    itself is not run unless listed; each strategy's config is ``config`` with the settings it
+    does not read reset (`fedsim.config.RunConfig.for_strategy`), keeping a ``weights`` rule
+    chosen in ``config`` where it applies.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+        The shared settings (data, partition, model, seed, FedAvg's grid).
+    strategies : list of str
+    out : str or Path
+        A new or empty folder, or the comparison to continue with ``resume``.
+    resume : bool, default False
+    quiet : bool, default True
+    configs : dict, optional
+        Strategy -> its own config, instead of deriving each from ``config``
+        (`fedsim.config.RunConfig.for_comparison` builds them from command-line settings).
+    data, partition : optional
+        Already-loaded data and already-made partition.
 
     Writes ``out/<strategy>/`` (a full run folder each), ``out/metrics.csv`` (all rows),
     ``out/summary.json`` (keyed by strategy), ``out/comparison.txt`` and ``out/learning_curves.png``.
@@ -30,19 +49,17 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     dict
         Strategy -> `fedsim.engines.inprocess.RunResult`.
     """
-    if not strategies:
-        raise ValueError("`strategies` is empty: name at least one of allreduce, reweighted, fedavg")
-    duplicates = sorted({s for s in strategies if list(strategies).count(s) > 1})
-    if duplicates:
-        raise ValueError(f"`strategies` names {duplicates[0]!r} twice")
-    configs = {name: strategy_config(config, name) for name in strategies}  # validates every name first
+    strategies = check_strategy_names(strategies)
+    configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
     folder = RunFolder(out, kind="comparison")
     folder.check(resume=resume)  # a bad `--out` is reported before any work
-    data = config.load_dataset()
-    partition = partition_for(config, data.train_labels.numpy())
+    data = data or config.load_dataset()
+    if partition is None:
+        partition = partition_for(config, data.train_labels.numpy())
     folder.open(resume=resume)
     out = folder.path
-    grid = SampleGrid.from_config(config)  # every strategy reports on FedAvg's samples grid
+    # every strategy reports on FedAvg's samples grid
+    grid = SampleGrid.from_config(configs.get("fedavg", config))
     results = {}
     for name, run_config in configs.items():
         # a resumed comparison starts afresh the strategies it had not reached
@@ -63,9 +80,8 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
 
 
 def strategy_config(config, name: str):
-    """Return ``config`` for strategy ``name``, keeping a reweighted config's ``weights`` rule for reweighted."""
-    keep = name == "reweighted" and config.strategy == "reweighted"
-    return config.replace(strategy=name, weights=config.weights if keep else None)
+    """Return ``config`` for strategy ``name``: the settings it does not read reset, a chosen ``weights`` rule kept."""
+    return config.for_strategy(name, keep_weights=config.weights != get_strategy(config.strategy).weight_rules[0])
 
 
 def comparison_table(results: dict) -> str:

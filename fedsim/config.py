@@ -4,30 +4,48 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from .checks import check_choice, check_integer, check_number
-from .partitioning import SCHEMES
-from .strategies import get_strategy
+from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES
+from .strategies import SETTINGS, check_strategy_names, get_strategy
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
 UNEVEN_MODES = ("join", "cycle")
 DEVICES = ("cpu", "cuda", "auto")
+DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
 class RunConfig:
     """Settings of one run; `fedsim run` flags and ``--config FILE.toml`` keys map onto these fields.
 
+    Most fields mean the same to every strategy. These belong to some strategies only
+    (`fedsim.strategies.SETTINGS` is the table), and setting one away from its default under a
+    strategy that does not read it is an error, not a silent no-op:
+
+    ===================  ==========================================================
+    strategy             its own fields
+    ===================  ==========================================================
+    ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum
+    ``allreduce``        uneven, fused
+    ``reweighted``       uneven, fused; dynamic_rule, temperature with ``weights="dynamic"``
+    ===================  ==========================================================
+
+    `for_strategy` switches a config to another strategy, resetting the fields it does not read.
+
     Parameters
     ----------
     strategy : {"allreduce", "reweighted", "fedavg"}
     dataset, model : str
         Registry names (`fedsim datasets`, `fedsim models`).
+    data_root : str, optional
+        Folder of the dataset files (`fedsim.data.load_dataset`'s ``root``).
     dataset_options : dict
         The dataset's own options, e.g. ``{"label_granularity": "coarse"}`` for cifar100 or
         ``{"image_size": 28}`` for digits (``--dataset-option KEY=VALUE`` on the command line).
@@ -35,8 +53,18 @@ class RunConfig:
         Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
     partition : str
         Partition scheme: iid, dirichlet, pathological, shards or quantity.
-    alpha, classes_per_partition, class_assignment_mode, num_partitions, min_partition_size, shards_per_partition
+    alpha, classes_per_partition, num_partitions, min_partition_size, shards_per_partition
         The partition's parameters, as `fedsim partition` takes them.
+    class_assignment_mode : {"first-deterministic", "random", "deterministic"}
+        How pathological #C=k picks each partition's classes. The default, NIID-Bench's
+        ``"first-deterministic"``, gives partition ``i`` class ``i mod C`` first, so every class is
+        held once there are as many partitions as classes; ``"random"`` (the default of
+        `partitions.pathological` and flwr-datasets) with 10 partitions, 10 classes and k = 2
+        leaves some class held by no one in three draws out of four.
+    self_balancing : bool
+        Dirichlet partition: NIID-Bench's balance step (`partitions.dirichlet`).
+    max_tries : int
+        Dirichlet and quantity partitions: draws made to meet ``min_partition_size``.
     rounds : int
         Rounds to run; every strategy reports once per round, after a FedAvg round's worth of
         samples (``fraction * local_epochs * N``, or ``fraction * K * local_steps * batch_size``).
@@ -55,7 +83,7 @@ class RunConfig:
         For ``weights="dynamic"``: weights ``softmax(score_k / temperature)`` with the score the
         rank's mean loss (``"loss"``) or the cosine of its gradient to the mean gradient (``"cosine"``).
     mu : float
-        FedProx proximal weight.
+        FedAvg's FedProx proximal weight.
     feature_noise : float
         NIID-Bench's feature-noise skew: partition ``i`` of ``K`` gets Gaussian input noise of
         standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
@@ -67,6 +95,9 @@ class RunConfig:
         ``cycle`` restarts it on its reshuffled shard.
     seed : int
     device : {"cpu", "cuda", "auto"}
+    dtype : {"float32", "float64"}
+        The number type of the model, its updates and the server state. float64 makes every
+        engine's arithmetic exact enough to compare engines to ~1e-10; float32 is the fast default.
     amp : bool
     eval_every, checkpoint_every : int
         Evaluate and checkpoint every that many rounds (and always after the last).
@@ -74,6 +105,14 @@ class RunConfig:
     fused : bool
         allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
         keeps per-rank semantics (no BatchNorm, no cosine rule); otherwise a loop over ranks.
+
+    Examples
+    --------
+    >>> RunConfig(strategy="allreduce", mu=5.0)
+    Traceback (most recent call last):
+    ValueError: `mu`=5.0 does nothing with `strategy`='allreduce' (it is FedAvg's FedProx weight); remove it or use `strategy`='fedavg'
+    >>> RunConfig(strategy="fedavg", mu=5.0).for_strategy("allreduce").mu
+    0.0
     """
 
     strategy: str = "fedavg"
@@ -85,9 +124,11 @@ class RunConfig:
     partition: str = "dirichlet"
     alpha: float = 0.5
     classes_per_partition: int = 2
-    class_assignment_mode: str = "random"
+    class_assignment_mode: str = CLASS_ASSIGNMENT_MODE
     num_partitions: int = 10
     min_partition_size: int = 10
+    self_balancing: bool = False
+    max_tries: int = 10
     shards_per_partition: int = 2
     rounds: int = 10
     local_epochs: int = 1
@@ -107,12 +148,12 @@ class RunConfig:
     uneven: str = "join"
     seed: int = 0
     device: str = "cpu"
+    dtype: str = "float32"
     amp: bool = False
     eval_every: int = 1
     checkpoint_every: int = 1
     label_smoothing: float = 0.0
     fused: bool = True
-    dtype: str = "float32"
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
@@ -122,29 +163,33 @@ class RunConfig:
         check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         check_choice("uneven", self.uneven, UNEVEN_MODES)
         check_choice("device", self.device, DEVICES)
-        check_choice("dtype", self.dtype, ("float32", "float64"))
+        check_choice("dtype", self.dtype, DTYPES)
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
-        for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every", "checkpoint_every",
-                     "classes_per_partition", "shards_per_partition"):
-            check_integer(name, getattr(self, name), minimum=1)
-        for name in ("amp", "fused"):
+        for name in ("amp", "fused", "self_balancing"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
-        check_integer("seed", self.seed, minimum=0)
-        check_integer("min_partition_size", self.min_partition_size, minimum=0)
-        if self.local_steps is not None:
-            check_integer("local_steps", self.local_steps, minimum=1)
-        check_number("fraction", self.fraction, low=0.0, high=1.0, low_open=True, high_closed=True)
-        check_number("lr", self.lr, low=0.0, low_open=True)
-        check_number("server_lr", self.server_lr, low=0.0, low_open=True)
-        check_number("momentum", self.momentum, low=0.0, high=1.0)
-        check_number("server_momentum", self.server_momentum, low=0.0, high=1.0)
-        check_number("weight_decay", self.weight_decay, low=0.0)
-        check_number("mu", self.mu, low=0.0)
-        check_number("feature_noise", self.feature_noise, low=0.0)
-        check_number("temperature", self.temperature, low=0.0, low_open=True)
-        check_number("alpha", self.alpha, low=0.0, low_open=True)
-        check_number("label_smoothing", self.label_smoothing, low=0.0, high=1.0)
+        # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
+        integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
+                                         "checkpoint_every", "classes_per_partition", "shards_per_partition",
+                                         "max_tries")}
+        integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}))
+        for name, minimum in integers.items():
+            object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
+        numbers = {
+            "fraction": dict(low=0.0, high=1.0, low_open=True, high_closed=True),
+            "lr": dict(low=0.0, low_open=True),
+            "server_lr": dict(low=0.0, low_open=True),
+            "momentum": dict(low=0.0, high=1.0),
+            "server_momentum": dict(low=0.0, high=1.0),
+            "weight_decay": dict(low=0.0),
+            "mu": dict(low=0.0),
+            "feature_noise": dict(low=0.0),
+            "temperature": dict(low=0.0, low_open=True),
+            "alpha": dict(low=0.0, low_open=True),
+            "label_smoothing": dict(low=0.0, high=1.0),
+        }
+        for name, interval in numbers.items():
+            object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))
         object.__setattr__(self, "weights", self.weights or strategy.weight_rules[0])
         allowed = strategy.weight_rules
         if self.weights not in allowed:
@@ -153,20 +198,124 @@ class RunConfig:
                 f"use one of {', '.join(allowed)}"
                 + ("" if self.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
             )
+        defaults = _setting_defaults()
+        for name, default in defaults.items():
+            value = getattr(self, name)
+            if value != default and not strategy.reads(name, self.weights):
+                raise ValueError(_unread_message(name, value, {self.strategy: self.weights}, comparison=False))
+
+    @property
+    def torch_dtype(self):
+        """The `torch.dtype` of ``dtype`` (torch is imported here, so that this module loads without it)."""
+        import torch
+
+        return {"float32": torch.float32, "float64": torch.float64}[self.dtype]
+
+    def for_strategy(self, name: str, *, keep_weights: bool = False) -> RunConfig:
+        """Return this config for strategy ``name``: the fields ``name`` does not read back at their defaults.
+
+        Parameters
+        ----------
+        name : str
+            A strategy (`fedsim.strategies.list_strategies`).
+        keep_weights : bool, default False
+            Keep this config's ``weights`` rule when ``name`` accepts it; otherwise, and by
+            default, ``weights`` becomes ``name``'s default rule.
+
+        Returns
+        -------
+        RunConfig
+            Every field ``name`` reads is kept; every strategy-specific field it does not read
+            (`fedsim.strategies.SETTINGS`, judged under the new ``weights``) is reset to its default.
+
+        Examples
+        --------
+        >>> shared = RunConfig(strategy="reweighted", weights="dynamic", temperature=0.5, fused=False)
+        >>> fedavg = shared.for_strategy("fedavg", keep_weights=True)
+        >>> fedavg.weights, fedavg.temperature, fedavg.fused
+        ('size', 1.0, True)
+        >>> shared.for_strategy("reweighted").temperature  # the default rule, size, has no temperature
+        1.0
+        """
+        strategy = get_strategy(name)
+        weights = self.weights if keep_weights and self.weights in strategy.weight_rules else strategy.weight_rules[0]
+        resets = {field: default for field, default in _setting_defaults().items()
+                  if not strategy.reads(field, weights)}
+        return dataclasses.replace(self, strategy=name, weights=weights, **resets)
+
+    @classmethod
+    def for_comparison(cls, mapping: Mapping, strategies: Iterable[str], source: str = "settings") -> dict:
+        """Return one config per strategy of a comparison, from settings given once for all of them.
+
+        Each setting goes to the strategies that read it and the others keep its default, so
+        ``fraction`` reaches fedavg and ``uneven`` allreduce and reweighted. ``weights``, when
+        given, is the rule of every listed strategy that has a choice of rules (reweighted,
+        fedavg); allreduce keeps ``equal``.
+
+        Parameters
+        ----------
+        mapping : mapping
+            Field -> value, as in `from_mapping`; ``strategy`` is refused (the list names them).
+        strategies : iterable of str
+            The strategies compared, each once.
+        source : str
+            Where the settings come from, for error messages.
+
+        Returns
+        -------
+        dict
+            Strategy name -> `RunConfig`, in the order of ``strategies``.
+
+        Raises
+        ------
+        ValueError
+            For a ``strategy`` key, a setting that no listed strategy reads, or a ``weights``
+            rule that a listed strategy cannot take.
+
+        Examples
+        --------
+        >>> configs = RunConfig.for_comparison({"fraction": 0.5}, ["allreduce", "fedavg"])
+        >>> configs["allreduce"].fraction, configs["fedavg"].fraction
+        (1.0, 0.5)
+        """
+        names = check_strategy_names(strategies)
+        values = _field_values(mapping, source)
+        if "strategy" in values:
+            raise ValueError(
+                f"`strategy`={values['strategy']!r} does not apply to a comparison, which runs each strategy in "
+                f"`strategies`; remove it and list the strategies in `strategies`"
+            )
+        weights = values.pop("weights", None)
+        if weights is not None:
+            check_choice("weights", weights, WEIGHT_RULES)
+            for name in names:
+                rules = get_strategy(name).weight_rules
+                if len(rules) > 1 and weights not in rules:
+                    raise ValueError(
+                        f"`weights`={weights!r} does not apply to {name!r} in `strategies`, which takes "
+                        f"{', '.join(rules)}; use one of those or remove {name!r} from `strategies`"
+                    )
+        rules = {name: _rule(name, weights) for name in names}
+        defaults = _setting_defaults()
+        for field, value in values.items():
+            if field in defaults and value != defaults[field] and not any(
+                    get_strategy(name).reads(field, rules[name]) for name in names):
+                raise ValueError(_unread_message(field, value, rules, comparison=True))
+        configs = {}
+        for name in names:
+            strategy = get_strategy(name)
+            own = {field: value for field, value in values.items() if strategy.reads(field, rules[name])}
+            configs[name] = cls(**own, strategy=name, weights=rules[name])
+        return configs
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
         """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores)."""
-        known = {field.name for field in fields(cls)}
-        values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")
-        return cls(**values)
+        return cls(**_field_values(mapping, source))
 
     @classmethod
-    def from_toml(cls, path, **overrides) -> RunConfig:
-        """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
+    def read_toml(cls, path) -> dict:
+        """Return the settings of a TOML file of fields (flat, or under a ``[run]`` table), unvalidated."""
         path = Path(path)
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -181,9 +330,12 @@ class RunConfig:
             if stray:
                 raise ValueError(f"{path} has key {stray[0]!r} outside its [run] table; put every setting in [run]")
             data = data["run"]
-        if "dataset_options" in overrides and isinstance(data.get("dataset_options"), dict):
-            overrides = {**overrides, "dataset_options": {**data["dataset_options"], **overrides["dataset_options"]}}
-        return cls.from_mapping({**data, **overrides}, source=str(path))
+        return data
+
+    @classmethod
+    def from_toml(cls, path, **overrides) -> RunConfig:
+        """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
+        return cls.from_mapping(merge_settings(cls.read_toml(path), overrides), source=str(path))
 
     def to_dict(self) -> dict:
         """Return every field as plain data (what ``config.json`` holds)."""
@@ -196,7 +348,57 @@ class RunConfig:
         return load_dataset(self.dataset, root=self.data_root, **self.dataset_options)
 
     def replace(self, **changes) -> RunConfig:
-        """Return a copy with ``changes`` applied (and validated)."""
-        if "strategy" in changes and "weights" not in changes:
-            changes["weights"] = None  # the new strategy's default rule
-        return dataclasses.replace(self, **changes)
+        """Return a copy with ``changes`` applied (and validated).
+
+        A new ``strategy`` goes through `for_strategy` first: the fields it does not read, and
+        ``weights``, return to their defaults unless ``changes`` sets them.
+        """
+        config = self
+        if "strategy" in changes and changes["strategy"] != self.strategy:
+            config = self.for_strategy(changes.pop("strategy"))
+        return dataclasses.replace(config, **changes)
+
+
+def merge_settings(base: Mapping, overrides: Mapping) -> dict:
+    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` tables key by key."""
+    merged = {**base, **overrides}
+    if isinstance(base.get("dataset_options"), dict) and isinstance(overrides.get("dataset_options"), dict):
+        merged["dataset_options"] = {**base["dataset_options"], **overrides["dataset_options"]}
+    return merged
+
+
+def _field_values(mapping: Mapping, source: str) -> dict:
+    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
+    known = {field.name for field in fields(RunConfig)}
+    values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")
+    return values
+
+
+def _setting_defaults() -> dict:
+    """Return the default of every strategy-specific field (`fedsim.strategies.SETTINGS`)."""
+    return {field.name: field.default for field in fields(RunConfig) if field.name in SETTINGS}
+
+
+def _rule(strategy: str, weights: str | None) -> str:
+    """Return the weight rule ``strategy`` runs with when ``weights`` is asked for: it, if it applies."""
+    rules = get_strategy(strategy).weight_rules
+    return weights if weights in rules else rules[0]
+
+
+def _unread_message(field: str, value, rules: Mapping[str, str], comparison: bool) -> str:
+    """Return the error for ``field`` set to ``value`` where no strategy in ``rules`` (name -> weight rule) reads it."""
+    setting = SETTINGS[field]
+    names = list(rules)
+    context = f"`strategies`={','.join(names)!r}" if comparison else f"`strategy`={names[0]!r}"
+    listed = [name for name in names if name in setting.strategies]
+    if listed:  # a strategy that reads it is there, but under another weight rule
+        context, way_out = f"`weights`={rules[listed[0]]!r}", f"use `weights`={setting.weights!r}"
+    else:
+        readers = " or ".join(repr(name) for name in sorted(setting.strategies))
+        way_out = f"add {readers} to `strategies`" if comparison else f"use `strategy`={readers}"
+        if setting.weights:
+            way_out += f" with `weights`={setting.weights!r}"
+    return f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); remove it or {way_out}"

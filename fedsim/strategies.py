@@ -9,13 +9,59 @@ strategy       local work per round         weights                             
 =============  ===========================  ==========================================  ========================
 
 With plain SGD, tau = 1 and equal weights, fedavg's arithmetic equals allreduce's.
+
+Most `fedsim.config.RunConfig` fields mean the same to every strategy. The few that do not are
+listed once, in `SETTINGS`: which strategies read each, under which weight rule, and what it is.
+A config that sets one of them for a strategy that does not read it is refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .registry import Registry
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config field that only some strategies read.
+
+    Attributes
+    ----------
+    strategies : frozenset of str
+        The strategies that read it.
+    purpose : str
+        What it is, for error messages ("FedAvg's FedProx weight").
+    weights : str, optional
+        The weight rule it belongs to: read only when ``weights`` is this rule.
+    """
+
+    strategies: frozenset[str]
+    purpose: str
+    weights: str | None = None
+
+    def read_by(self, strategy: str, weights: str | None) -> bool:
+        """Return whether ``strategy`` with weight rule ``weights`` reads this setting."""
+        return strategy in self.strategies and self.weights in (None, weights)
+
+
+_FEDAVG = frozenset({"fedavg"})
+_GRADIENT = frozenset({"allreduce", "reweighted"})
+
+#: The strategy-specific fields of `fedsim.config.RunConfig`; every other field is read by every strategy.
+SETTINGS: dict[str, Setting] = {
+    "fraction": Setting(_FEDAVG, "FedAvg's fraction C of clients sampled per round"),
+    "local_epochs": Setting(_FEDAVG, "FedAvg's local epochs E per round"),
+    "local_steps": Setting(_FEDAVG, "FedAvg's local steps tau per round"),
+    "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),
+    "server_lr": Setting(_FEDAVG, "FedAvg's server learning rate"),
+    "server_momentum": Setting(_FEDAVG, "FedAvg's server momentum, FedAvgM"),
+    "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
+    "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
+    "dynamic_rule": Setting(frozenset({"reweighted"}), "the dynamic weights' score", weights="dynamic"),
+    "temperature": Setting(frozenset({"reweighted"}), "the dynamic weights' softmax temperature", weights="dynamic"),
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +80,18 @@ class Strategy:
     name: str
     local_training: bool
     weight_rules: tuple[str, ...]
+
+    def reads(self, setting: str, weights: str | None) -> bool:
+        """Return whether this strategy, with weight rule ``weights``, reads config field ``setting``.
+
+        Examples
+        --------
+        >>> get_strategy("allreduce").reads("mu", "equal"), get_strategy("fedavg").reads("mu", "size")
+        (False, True)
+        >>> get_strategy("reweighted").reads("temperature", "size")
+        False
+        """
+        return setting not in SETTINGS or SETTINGS[setting].read_by(self.name, weights)
 
     def describe(self, config) -> str:
         """Return a one-line description of this strategy under ``config``."""
@@ -65,3 +123,24 @@ def get_strategy(name: str) -> Strategy:
 def list_strategies() -> list[str]:
     """Return the strategy names."""
     return STRATEGIES.names()
+
+
+def check_strategy_names(strategies: Iterable[str]) -> list[str]:
+    """Return ``strategies`` as a list after checking it is non-empty, known and without repeats.
+
+    Examples
+    --------
+    >>> check_strategy_names(["fedavg", "fedavg"])
+    Traceback (most recent call last):
+    ValueError: `strategies` names 'fedavg' twice; name each strategy once
+    """
+    names = list(strategies)
+    if not names:
+        raise ValueError(f"`strategies` is empty: name at least one of {', '.join(list_strategies())}")
+    for name in names:
+        if name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {name!r} in `strategies`; known: {', '.join(list_strategies())}")
+    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"`strategies` names {repeated!r} twice; name each strategy once")
+    return names

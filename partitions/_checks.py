@@ -1,7 +1,8 @@
-"""Input validation shared by the partitioners.
+"""Argument checks shared by `partitions` and `fedsim`: one wording for every layer's errors.
 
-Each check raises one clear error that names the parameter, the value received
-and the valid range, so that a partitioner's body can assume clean input.
+Each check raises one clear error that names the parameter, the value received and the
+valid range, so that the code after it can assume clean input. NumPy scalars are accepted
+wherever the Python type is (``np.int64(3)`` is a count; ``True`` is not).
 """
 
 from __future__ import annotations
@@ -10,6 +11,83 @@ import math
 import numbers
 
 import numpy as np
+
+
+def check_integer(name: str, value, *, minimum: int = 1) -> int:
+    """Return ``value`` as an ``int`` after checking it is an integer >= ``minimum``.
+
+    Any `numbers.Integral` counts, NumPy integers included; booleans do not, although
+    Python treats ``True`` as 1, because a flag passed as a count is a mistake.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer.
+    ValueError
+        If it is below ``minimum``.
+
+    Examples
+    --------
+    >>> check_integer("rounds", np.int64(3))
+    3
+    >>> check_integer("rounds", 0)
+    Traceback (most recent call last):
+    ValueError: `rounds` must be >= 1, got 0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"`{name}` must be an integer, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_number(name: str, value, *, low: float, high: float = math.inf, low_open: bool = False,
+                 high_closed: bool = False) -> float:
+    """Return ``value`` as a ``float`` after checking it is a real number in the interval from ``low`` to ``high``.
+
+    ``low`` is included unless ``low_open``; ``high`` is excluded unless ``high_closed``, so
+    the default upper bound of infinity admits every finite number. NaN is a bad value.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number (booleans are not).
+    ValueError
+        If it is NaN or outside the interval.
+
+    Examples
+    --------
+    >>> check_number("fraction", 1.5, low=0.0, high=1.0, low_open=True, high_closed=True)
+    Traceback (most recent call last):
+    ValueError: `fraction` must be in (0.0, 1.0], got 1.5
+    >>> check_number("alpha", float("nan"), low=0.0, low_open=True)
+    Traceback (most recent call last):
+    ValueError: `alpha` must be a finite number > 0, got nan
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be a number, got {value!r} ({type(value).__name__})")
+    too_low = value < low or (low_open and value == low)
+    too_high = value > high or (not high_closed and value == high)
+    if math.isnan(value) or too_low or too_high:
+        if high == math.inf and not high_closed:
+            expected = f"a finite number {'>' if low_open else '>='} {low:g}"
+        else:
+            expected = f"in {'(' if low_open else '['}{low}, {high}{']' if high_closed else ')'}"
+        raise ValueError(f"`{name}` must be {expected}, got {value}")
+    return float(value)
+
+
+def check_choice(name: str, value, choices) -> None:
+    """Raise ``ValueError`` unless ``value`` is one of ``choices``.
+
+    Examples
+    --------
+    >>> check_choice("device", "tpu", ("cpu", "cuda"))
+    Traceback (most recent call last):
+    ValueError: unknown `device`='tpu'; known: cpu, cuda
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"unknown `{name}`={value!r}; known: {', '.join(choices)}")
 
 
 def check_labels(labels) -> np.ndarray:
@@ -40,29 +118,49 @@ def check_labels(labels) -> np.ndarray:
     return array.astype(np.int64, copy=False)
 
 
-def check_label_matrix(label_matrix) -> np.ndarray:
-    """Return a multi-hot ``label_matrix`` (samples x classes) as a boolean array."""
+def check_label_matrix(label_matrix, name: str = "label_matrix") -> np.ndarray:
+    """Return a multi-hot (samples x classes) matrix of 0/1 or booleans as a boolean array.
+
+    Raises
+    ------
+    TypeError
+        If the entries are neither numbers nor booleans.
+    ValueError
+        If the matrix is not two-dimensional, is empty, or holds an entry other than 0 and 1.
+    """
     array = np.asarray(label_matrix)
     if array.ndim != 2:
-        raise ValueError(
-            f"`label_matrix` must be two-dimensional (samples x classes, multi-hot), got shape {array.shape}"
-        )
+        raise ValueError(f"`{name}` must be two-dimensional (samples x classes, multi-hot), got shape {array.shape}")
     if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"`label_matrix` is empty, got shape {array.shape}")
+        raise ValueError(f"`{name}` is empty, got shape {array.shape}")
     if not (array.dtype == bool or np.issubdtype(array.dtype, np.number)):
-        raise TypeError(f"`label_matrix` must be numeric or boolean, got dtype {array.dtype}")
+        raise TypeError(f"`{name}` must be numeric or boolean, got dtype {array.dtype}")
     if not np.isin(array, (0, 1)).all():
-        raise ValueError("`label_matrix` must be multi-hot: every entry 0 or 1")
+        raise ValueError(f"`{name}` must be multi-hot: every entry 0 or 1")
     return array.astype(bool, copy=False)
+
+
+def check_class_labels(labels, name: str = "labels") -> np.ndarray:
+    """Return class ids (1-D, as `check_labels`) or a multi-hot matrix (2-D, as `check_label_matrix`).
+
+    For the functions that take either kind of labels, such as the heterogeneity metrics.
+    """
+    array = np.asarray(labels)
+    if array.ndim == 1:
+        return check_labels(array)
+    if array.ndim != 2:
+        raise ValueError(
+            f"`{name}` must be class ids (1-D) or a multi-hot samples x classes matrix (2-D), got shape {array.shape}"
+        )
+    return check_label_matrix(array, name)
 
 
 def check_num_samples(labels_or_n) -> int:
     """Return the sample count from an integer or from a label array."""
-    if isinstance(labels_or_n, numbers.Integral) and not isinstance(labels_or_n, bool):
-        n = int(labels_or_n)
-        if n <= 0:
-            raise ValueError(f"`labels_or_n` must be a positive sample count or a label array, got {n}")
-        return n
+    if isinstance(labels_or_n, numbers.Integral) and not isinstance(labels_or_n, (bool, np.bool_)):
+        if labels_or_n <= 0:
+            raise ValueError(f"`labels_or_n` must be a positive sample count or a label array, got {labels_or_n}")
+        return int(labels_or_n)
     array = np.asarray(labels_or_n)
     if array.ndim == 0:
         raise TypeError(f"`labels_or_n` must be an integer or an array of labels, got {labels_or_n!r}")
@@ -73,22 +171,12 @@ def check_num_samples(labels_or_n) -> int:
 
 def check_num_partitions(num_partitions, num_samples: int) -> int:
     """Return ``num_partitions`` after checking 1 <= num_partitions <= num_samples."""
-    if isinstance(num_partitions, bool) or not isinstance(num_partitions, numbers.Integral):
-        raise TypeError(f"`num_partitions` must be an integer, got {num_partitions!r}")
-    if not 1 <= num_partitions <= num_samples:
+    num_partitions = check_integer("num_partitions", num_partitions, minimum=1)
+    if num_partitions > num_samples:
         raise ValueError(
             f"`num_partitions` must be between 1 and the {num_samples} samples, got {num_partitions}"
         )
-    return int(num_partitions)
-
-
-def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
-    """Return ``value`` as an int after checking it is an integer >= ``minimum``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
-    return int(value)
+    return num_partitions
 
 
 def check_concentration(alpha, name: str = "alpha", *, length: int | None = None, what: str = "class",
@@ -103,10 +191,9 @@ def check_concentration(alpha, name: str = "alpha", *, length: int | None = None
         array = None
     if array is None or array.ndim > 1:
         raise TypeError(f"`{name}` must be a number or a 1-D sequence of numbers, got {alpha!r}")
-    if np.any(np.isnan(array)):
-        raise ValueError(f"`{name}` must be a finite number > 0, got NaN")
-    if np.any(~np.isfinite(array)) or np.any(array <= 0):
-        shown = alpha if array.ndim == 0 else array[(~np.isfinite(array)) | (array <= 0)][0]
+    bad = ~np.isfinite(array) | (array <= 0)  # NaN is not finite, so it is caught here too
+    if np.any(bad):
+        shown = alpha if array.ndim == 0 else array[bad][0]
         raise ValueError(f"`{name}` must be a finite number > 0, got {shown}")
     if array.ndim == 1 and length is not None and array.shape[0] != length:
         raise ValueError(
@@ -116,16 +203,14 @@ def check_concentration(alpha, name: str = "alpha", *, length: int | None = None
     return array
 
 
-def check_seed(seed):
-    """Reject seeds that ``np.random.default_rng`` would take but that cannot be saved to JSON."""
-    if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed >= 0):
-        return None if seed is None else int(seed)
-    raise TypeError(f"`seed` must be a non-negative integer or None, got {seed!r}")
+def check_seed(seed) -> int | None:
+    """Return ``seed`` as an ``int`` >= 0 or None: the seeds ``np.random.default_rng`` takes that JSON can save."""
+    return None if seed is None else check_integer("seed", seed, minimum=0)
 
 
 def check_min_partition_size(min_partition_size, num_samples: int, num_partitions: int) -> int:
     """Check that ``num_partitions`` partitions of ``min_partition_size`` fit in the data."""
-    size = check_positive_int(min_partition_size, "min_partition_size", minimum=0)
+    size = check_integer("min_partition_size", min_partition_size, minimum=0)
     if size * num_partitions > num_samples:
         largest = num_samples // num_partitions
         raise ValueError(
@@ -136,22 +221,14 @@ def check_min_partition_size(min_partition_size, num_samples: int, num_partition
     return size
 
 
-def check_nonnegative_real(value, name: str) -> float:
-    """Return ``value`` as a finite float >= 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise TypeError(f"`{name}` must be a real number, got {value!r}")
-    if value < 0 or math.isinf(value):
-        raise ValueError(f"`{name}` must be a finite number >= 0, got {value}")
-    return float(value)
-
-
 def draw_until_min_size(draw, min_partition_size: int, max_tries: int, *, alpha, num_partitions: int,
-                        remedies: str = "a larger `alpha`, fewer `num_partitions`"):
+                        also: str | None = None):
     """Call ``draw()`` until the smallest partition it reports reaches ``min_partition_size``.
 
     ``draw`` returns ``(result, smallest_partition_size)``. After ``max_tries`` draws without
     success, raise a ``ValueError`` that names the largest minimum reached, which the same call
-    with that ``min_partition_size`` would accept, and the parameters that would help.
+    with that ``min_partition_size`` would accept, and the parameters that would help; ``also``
+    adds a remedy particular to the caller.
     """
     best_smallest = 0
     for _ in range(max_tries):
@@ -163,5 +240,6 @@ def draw_until_min_size(draw, min_partition_size: int, max_tries: int, *, alpha,
         f"could not give every partition `min_partition_size`={min_partition_size} samples in "
         f"`max_tries`={max_tries} draws with `alpha`={alpha.tolist()} and `num_partitions`={num_partitions}: "
         f"the best draw's smallest partition had {best_smallest} samples. Use `min_partition_size` <= "
-        f"{best_smallest}, {remedies} or more `max_tries`"
+        f"{best_smallest}, a larger `alpha`, fewer `num_partitions` or more `max_tries`"
+        + (f"; or {also}" if also else "")
     )

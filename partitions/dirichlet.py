@@ -6,10 +6,10 @@ import numpy as np
 
 from ._checks import (
     check_concentration,
+    check_integer,
     check_labels,
     check_min_partition_size,
     check_num_partitions,
-    check_positive_int,
     check_seed,
     draw_until_min_size,
 )
@@ -78,7 +78,7 @@ def dirichlet(
     num_classes = int(labels.max()) + 1
     alpha = check_concentration(alpha, "alpha", length=num_classes)
     min_partition_size = check_min_partition_size(min_partition_size, labels.size, num_partitions)
-    max_tries = check_positive_int(max_tries, "max_tries")
+    max_tries = check_integer("max_tries", max_tries)
     seed = check_seed(seed)
 
     rng = np.random.default_rng(seed)
@@ -91,7 +91,7 @@ def dirichlet(
 
     counts = draw_until_min_size(
         draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions,
-        remedies="a larger `alpha`, fewer `num_partitions`, `self_balancing=True`",
+        also="turn on `self_balancing`",
     )
     params = {
         "num_partitions": num_partitions,

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 from scipy.special import entr, rel_entr
 
-from ._checks import check_labels
+from ._checks import check_class_labels
 from .partition import Partition
 
 
@@ -244,26 +244,10 @@ def _check_partition(partition, name: str = "partition") -> Partition:
     return partition
 
 
-def _check_metric_labels(labels) -> np.ndarray:
-    """Return ``labels`` as 1-D non-negative class ids or a 2-D multi-hot matrix of 0/1."""
-    array = np.asarray(labels)
-    if array.ndim == 1:
-        return check_labels(array)
-    if array.ndim != 2:
-        raise ValueError(
-            f"`labels` must be class ids (1-D) or a multi-hot samples x classes matrix (2-D), got shape {array.shape}"
-        )
-    if not (array.dtype == bool or np.issubdtype(array.dtype, np.number)):
-        raise TypeError(f"`labels` as a matrix must be numeric or boolean, got dtype {array.dtype}")
-    if not np.isin(array, (0, 1)).all():
-        raise ValueError("`labels` as a matrix must be multi-hot: every entry 0 or 1")
-    return array.astype(np.int64)
-
-
 def _distributions(partition, labels) -> tuple[np.ndarray, np.ndarray]:
     """Return the (partitions x classes) label distributions and the global distribution."""
     _check_partition(partition)
-    labels = _check_metric_labels(labels)
+    labels = check_class_labels(labels)
     local = partition.label_distribution(labels)
     totals = labels.sum(axis=0) if labels.ndim == 2 else np.bincount(labels)
     if totals.sum() == 0:

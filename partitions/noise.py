@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_nonnegative_real, check_positive_int
+from ._checks import check_integer, check_number
 
 
 def feature_noise_levels(num_partitions: int, sigma: float) -> np.ndarray:
@@ -27,8 +27,8 @@ def feature_noise_levels(num_partitions: int, sigma: float) -> np.ndarray:
     >>> feature_noise_levels(5, 0.1).round(3).tolist()
     [0.0, 0.025, 0.05, 0.075, 0.1]
     """
-    num_partitions = check_positive_int(num_partitions, "num_partitions")
-    sigma = check_nonnegative_real(sigma, "sigma")
+    num_partitions = check_integer("num_partitions", num_partitions)
+    sigma = check_number("sigma", sigma, low=0.0)
     if num_partitions == 1:
         return np.zeros(1)
     return sigma * np.arange(num_partitions) / (num_partitions - 1)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ._checks import check_labels
+from ._io import write_atomic
 
 FORMAT_NAME = "fedsim.partition"
 FORMAT_VERSION = 1
@@ -167,7 +166,7 @@ class Partition(Sequence):
         }
 
     def save(self, path) -> Path:
-        """Write the partition to ``path`` as JSON, atomically (a temporary file, then a rename)."""
+        """Write the partition to ``path`` as JSON, atomically (`partitions._io.write_atomic`), creating its folder."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(self.to_dict(), separators=(",", ":")))
@@ -228,30 +227,3 @@ def _check_disjoint_in_range(indices: Sequence[np.ndarray], num_samples: int) ->
     # bincount is O(n) where np.unique would sort a million indices
     if np.bincount(flat, minlength=num_samples).max() > 1:
         raise ValueError("the partitions overlap: a sample index appears more than once")
-
-
-def write_atomic(path: Path, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8, or bytes) to ``path`` through a temporary file and a rename.
-
-    A reader sees the old file or the new one, never half of one, even if the writer is killed;
-    the data is on disk (fsync) before the rename.
-    """
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    data = content.encode("utf-8") if isinstance(content, str) else content
-    try:
-        os.chmod(temporary, 0o666 & ~_current_umask())  # mkstemp makes it private; give it a normal file's mode
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 
-from ._checks import check_labels, check_num_partitions, check_positive_int, check_seed
+from ._checks import check_choice, check_integer, check_labels, check_num_partitions, check_seed
 from ._layout import class_blocks, split_class_blocks
 from .partition import Partition
 
@@ -29,7 +29,14 @@ def pathological(
     - ``"deterministic"``: partition ``p`` takes classes ``(p + i) % C`` for ``i < k``, so every
       class is held when ``num_partitions >= C``;
     - ``"first-deterministic"``: class ``p % C`` first, then ``k - 1`` others at random
-      (NIID-Bench's assignment).
+      (NIID-Bench's assignment), so every class is held when ``num_partitions >= C``.
+
+    The default, ``"random"``, is flwr-datasets' (``PathologicalPartitioner``), kept so that a
+    call ported from it gives the same kind of split. It can leave classes out: with 10
+    partitions and 10 classes, a class is held by no one with probability ``0.9 ** 10``, about
+    a third, for ``k = 1`` and ``0.8 ** 10``, about a tenth, for ``k = 2`` (three draws in four
+    then miss some class). For NIID-Bench's #C=k, pass ``"first-deterministic"``, which
+    `fedsim` uses by default.
 
     A class's samples (shuffled) are split among its holders in sizes that differ by at most
     one. A class that no partition holds is left out, with a warning.
@@ -45,7 +52,8 @@ def pathological(
         Number of partitions, between 1 and the number of samples.
     num_classes_per_partition : int
         ``k``, between 1 and the number of classes present.
-    class_assignment_mode : {"random", "deterministic", "first-deterministic"}
+    class_assignment_mode : {"random", "deterministic", "first-deterministic"}, default "random"
+        How the classes are chosen, as above.
     seed : int, optional
         Seed for ``np.random.default_rng``.
 
@@ -62,7 +70,7 @@ def pathological(
     """
     labels = check_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    k = check_positive_int(num_classes_per_partition, "num_classes_per_partition")
+    k = check_integer("num_classes_per_partition", num_classes_per_partition)
     num_classes = int(labels.max()) + 1
     present = np.flatnonzero(np.bincount(labels, minlength=num_classes))
     if k > present.size:
@@ -70,11 +78,7 @@ def pathological(
             f"`num_classes_per_partition`={k} exceeds the {present.size} classes in `labels`; "
             f"use a value between 1 and {present.size}"
         )
-    if class_assignment_mode not in CLASS_ASSIGNMENT_MODES:
-        raise ValueError(
-            f"`class_assignment_mode` must be one of {', '.join(CLASS_ASSIGNMENT_MODES)}; "
-            f"got {class_assignment_mode!r}"
-        )
+    check_choice("class_assignment_mode", class_assignment_mode, CLASS_ASSIGNMENT_MODES)
     seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     order, class_sizes = class_blocks(labels, num_classes, rng)
@@ -95,8 +99,8 @@ def pathological(
         warnings.warn(
             f"{unheld.size} classes ({', '.join(map(str, unheld[:10]))}{', ...' if unheld.size > 10 else ''}) "
             f"are held by no partition and their {class_sizes[unheld].sum()} samples are left out; use "
-            f"class_assignment_mode='deterministic' with `num_partitions` >= {present.size}, or a larger "
-            f"`num_classes_per_partition`",
+            f"`class_assignment_mode`='first-deterministic' or 'deterministic' with `num_partitions` >= "
+            f"{present.size}, or a larger `num_classes_per_partition`",
             UserWarning,
             stacklevel=2,
         )

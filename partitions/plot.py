@@ -7,16 +7,15 @@ matplotlib is imported inside the functions, so ``partitions`` never needs it ot
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ._checks import check_positive_int
-from .metrics import _check_metric_labels, _check_partition
+from ._checks import check_class_labels, check_integer
+from ._io import atomic_open
+from .metrics import _check_partition
 
 KINDS = ("stacked", "heatmap", "bubbles")
 _MAX_TICKS = 30  # beyond this, tick labels overlap: label every n-th row or column
@@ -165,9 +164,9 @@ def _render(kind, partitions, labels, percent, path, max_partitions, class_names
     """Validate the arguments, draw one panel per partition, add the shared legend and save."""
     if kind not in KINDS:
         raise ValueError(f"`kind` must be one of {', '.join(map(repr, KINDS))}, got {kind!r}")
-    max_partitions = check_positive_int(max_partitions, "max_partitions")
-    dpi = check_positive_int(dpi, "dpi")
-    labels = _check_metric_labels(labels)
+    max_partitions = check_integer("max_partitions", max_partitions)
+    dpi = check_integer("dpi", dpi)
+    labels = check_class_labels(labels)
     num_classes = labels.shape[1] if labels.ndim == 2 else int(labels.max()) + 1
     names = _class_names(class_names, num_classes)
     panels = [_panel(name, p, labels, len(names), percent, max_partitions) for name, p in partitions.items()]
@@ -331,16 +330,8 @@ def _shared_legend(fig, axes, kind, artist, names, style, unit):
 
 
 def save_figure(fig, path, dpi: int) -> None:
-    """Write ``fig`` to ``path`` as a PNG through a temporary file and a rename, so no reader sees half a file."""
+    """Write ``fig`` to ``path`` as a PNG atomically (`partitions._io.atomic_open`), creating its folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    try:
-        fig.savefig(temporary, format="png", dpi=dpi)
-        # mkstemp makes the file private (0600); a figure is meant to be shared
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as stream:
+        fig.savefig(stream, format="png", dpi=dpi)

@@ -6,10 +6,10 @@ import numpy as np
 
 from ._checks import (
     check_concentration,
+    check_integer,
     check_min_partition_size,
     check_num_partitions,
     check_num_samples,
-    check_positive_int,
     check_seed,
     draw_until_min_size,
 )
@@ -59,7 +59,7 @@ def quantity_skew(
     num_partitions = check_num_partitions(num_partitions, n)
     alpha = check_concentration(alpha, "alpha", length=num_partitions, what="partition", plural="partitions")
     min_partition_size = check_min_partition_size(min_partition_size, n, num_partitions)
-    max_tries = check_positive_int(max_tries, "max_tries")
+    max_tries = check_integer("max_tries", max_tries)
     seed = check_seed(seed)
     rng = np.random.default_rng(seed)
     concentration = np.broadcast_to(alpha, (num_partitions,))

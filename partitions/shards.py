@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import check_labels, check_num_partitions, check_positive_int, check_seed
+from ._checks import check_labels, check_num_partitions, check_integer, check_seed
 from ._layout import class_blocks, split_by_owner
 from .partition import Partition
 
@@ -51,7 +51,7 @@ def shards(
     """
     labels = check_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    per_partition = check_positive_int(shards_per_partition, "shards_per_partition")
+    per_partition = check_integer("shards_per_partition", shards_per_partition)
     num_shards = num_partitions * per_partition
     largest = labels.size // num_shards
     if shard_size is None:
@@ -61,7 +61,7 @@ def shards(
                 f"exceed the {labels.size} samples; use fewer partitions or shards"
             )
         shard_size = largest
-    shard_size = check_positive_int(shard_size, "shard_size")
+    shard_size = check_integer("shard_size", shard_size)
     if shard_size > largest:
         raise ValueError(
             f"`shard_size`={shard_size} is too large: {num_shards} shards need {shard_size * num_shards} samples "

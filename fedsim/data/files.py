@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import gzip
-import os
 import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from partitions._io import atomic_open
 
 
 def files_error(
@@ -77,12 +77,5 @@ def gunzip_missing(folder: Path, names: Iterable[str], sources: Iterable[Path] =
         return
     folder.mkdir(parents=True, exist_ok=True)
     for name in missing:
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".part")
-        try:
-            with os.fdopen(handle, "wb") as unpacked, gzip.open(source / f"{name}.gz", "rb") as packed:
-                shutil.copyfileobj(packed, unpacked, length=1 << 20)
-            os.chmod(temporary, 0o644)
-            os.replace(temporary, folder / name)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        with atomic_open(folder / name) as unpacked, gzip.open(source / f"{name}.gz", "rb") as packed:
+            shutil.copyfileobj(packed, unpacked, length=1 << 20)

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import numbers
-
 from torch import nn
 
+from fedsim.checks import check_integer
 from fedsim.registry import Registry
 
 _MODELS = Registry("model", "name")
 
 #: Decorator that registers a factory ``(*, num_classes, in_channels, image_size, norm, se, **kwargs)``.
 register_model = _MODELS.register
-
-
-def _check_positive_int(value, name: str, meaning: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an int >= 1 ({meaning}), got {value!r} of type {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"`{name}` must be an int >= 1 ({meaning}), got {value}")
-    return int(value)
 
 
 def create_model(
@@ -74,9 +65,9 @@ def create_model(
     torch.Size([2, 10])
     """
     factory = _MODELS.get(name)
-    num_classes = _check_positive_int(num_classes, "num_classes", "number of classes")
-    in_channels = _check_positive_int(in_channels, "in_channels", "1 for grey, 3 for colour images")
-    image_size = _check_positive_int(image_size, "image_size", "input height and width in pixels")
+    num_classes = check_integer("num_classes", num_classes, minimum=1)
+    in_channels = check_integer("in_channels", in_channels, minimum=1)
+    image_size = check_integer("image_size", image_size, minimum=1)
     if norm is not None and not isinstance(norm, str):
         raise TypeError(f"`norm` must be a string or None, got {norm!r} of type {type(norm).__name__}")
     if not isinstance(se, bool):

@@ -33,14 +33,41 @@ def test_lists_datasets_and_models():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--dataset", "imagenet"], "unknown dataset"),
-        (["--scheme", "pathological", "--classes-per-partition", "11"], "`num_classes_per_partition`=11 exceeds"),
-        (["--num-partitions", "0"], "`num_partitions`"),
-        (["--alpha", "-1"], "`alpha`"),
+        (["--dataset", "imagenet"], "unknown dataset `--dataset`='imagenet'; known: cifar10"),
+        (["--scheme", "pathological", "--classes-per-partition", "11"],
+         "`--classes-per-partition`=11 exceeds the 10 classes"),
+        (["--num-partitions", "0"], "`--num-partitions` must be >= 1, got 0"),
+        (["--num-partitions", "5000"], "`--num-partitions` must be between 1 and the 4000 samples, got 5000"),
+        (["--min-partition-size", "450"], "`--min-partition-size`=450 is unsatisfiable"),
+        (["--alpha", "-1"], "`--alpha` must be a finite number > 0, got -1.0"),
+        (["--alpha", "nan"], "`--alpha` must be a finite number > 0, got nan"),
+        (["--class-assignment-mode", "cyclic"], "invalid choice: 'cyclic'"),
     ],
 )
-def test_bad_input_is_one_line_without_traceback(tmp_path, args, message):
+def test_bad_input_is_one_line_naming_the_flag(tmp_path, args, message):
     result = fedsim("partition", *args, "--out", str(tmp_path / "p.json"))
     assert result.returncode == 2
     assert message in result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 or "usage:" in result.stderr
+
+
+def test_advice_names_only_flags_that_exist(tmp_path):
+    result = fedsim("partition", "--alpha", "0.01", "--min-partition-size", "300", "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 2
+    for flag in ("`--min-partition-size`=300", "`--max-tries`=10", "`--alpha`", "`--num-partitions`",
+                 "turn on `--self-balancing`"):
+        assert flag in result.stderr
+    assert "self_balancing" not in result.stderr and "max_tries" not in result.stderr
+    advised = fedsim("partition", "--self-balancing", "--max-tries", "20", "--out", str(tmp_path / "p.json"))
+    assert advised.returncode == 0, advised.stderr
+    assert Partition.load(tmp_path / "p.json").params["self_balancing"] is True
+
+
+def test_c_equals_k_holds_every_class_by_default(tmp_path):
+    result = fedsim("partition", "--scheme", "pathological", "--num-partitions", "10", "--classes-per-partition", "2",
+                    "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 0, result.stderr
+    partition = Partition.load(tmp_path / "p.json")
+    assert partition.params["class_assignment_mode"] == "first-deterministic"
+    assert partition.unassigned.size == 0

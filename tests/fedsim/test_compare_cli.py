@@ -6,6 +6,7 @@ import pytest
 from fedsim.compare import compare
 from fedsim.config import RunConfig
 from fedsim.results import read_rows
+from fedsim.strategies import SETTINGS
 
 from .test_cli import fedsim
 
@@ -38,31 +39,103 @@ def test_fedsim_run_with_a_toml_config_and_flag_override(tmp_path):
     assert "final acc" in result.stdout and "reweighted" in result.stdout
 
 
-def test_fedsim_compare_command(tmp_path):
-    result = fedsim("compare", "--strategies", "allreduce,fedavg", *QUICK, "--out", str(tmp_path))
+def test_fedsim_compare_command_gives_fedavg_settings_to_fedavg(tmp_path):
+    result = fedsim("compare", "--strategies", "allreduce,fedavg", "--fraction", "0.5", "--dtype", "float64", *QUICK,
+                    "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     assert "learning_curves.png" in result.stdout
     assert set(json.loads((tmp_path / "summary.json").read_text())) == {"allreduce", "fedavg"}
+    saved = {s: json.loads((tmp_path / s / "config.json").read_text()) for s in ("allreduce", "fedavg")}
+    assert (saved["allreduce"]["fraction"], saved["fedavg"]["fraction"]) == (1.0, 0.5)
+    assert saved["allreduce"]["dtype"] == saved["fedavg"]["dtype"] == "float64"
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--strategy", "sgd"], "unknown strategy `strategy`='sgd'; known: allreduce, fedavg, reweighted"),
-        (["--model", "alexnet"], "known: cnn"),
-        (["--dataset", "imagenet"], "known: cifar10"),
-        (["--fraction", "1.5"], r"`fraction` must be in (0.0, 1.0], got 1.5"),
-        (["--fraction", "0"], "`fraction`"),
-        (["--rounds", "0"], "`rounds` must be >= 1, got 0"),
+        (["--strategy", "sgd"], "unknown strategy `--strategy`='sgd'; known: allreduce, fedavg, reweighted"),
+        (["--model", "alexnet"], "unknown model `--model`='alexnet'; known: cnn"),
+        (["--dataset", "imagenet"], "unknown dataset `--dataset`='imagenet'; known: cifar10"),
+        (["--fraction", "1.5"], r"`--fraction` must be in (0.0, 1.0], got 1.5"),
+        (["--fraction", "0"], "`--fraction` must be in (0.0, 1.0], got 0.0"),
+        (["--rounds", "0"], "`--rounds` must be >= 1, got 0"),
         (["--strategy", "reweighted", "--weights", "magic"], "invalid choice: 'magic'"),
-        (["--strategy", "fedavg", "--weights", "dynamic"], "`weights`='dynamic' does not apply"),
+        (["--strategy", "fedavg", "--weights", "dynamic"], "`--weights`='dynamic' does not apply to `--strategy`='fedavg'"),
+        (["--scheme", "pathological", "--classes-per-partition", "11"],
+         "`--classes-per-partition`=11 exceeds the 10 classes"),
+        (["--dtype", "float16"], "invalid choice: 'float16'"),
     ],
 )
-def test_bad_run_input(tmp_path, args, message):
+def test_bad_run_input_is_reported_before_any_output(tmp_path, args, message):
     result = fedsim("run", *QUICK, *args, "--out", str(tmp_path / "r"))
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert not (tmp_path / "r").exists()
+
+
+# For each strategy-specific setting: a value away from its default and a strategy that does not read it.
+UNREAD = [
+    (["--fraction", "0.5"], "allreduce", "`--fraction`=0.5"),
+    (["--local-epochs", "2"], "reweighted", "`--local-epochs`=2"),
+    (["--local-steps", "3"], "allreduce", "`--local-steps`=3"),
+    (["--mu", "5"], "allreduce", "`--mu`=5.0"),
+    (["--server-lr", "0.5"], "reweighted", "`--server-lr`=0.5"),
+    (["--server-momentum", "0.9"], "allreduce", "`--server-momentum`=0.9"),
+    (["--uneven", "cycle"], "fedavg", "`--uneven`='cycle'"),
+    (["--no-fused"], "fedavg", "`--fused`=False"),
+    (["--dynamic-rule", "cosine"], "fedavg", "`--dynamic-rule`='cosine'"),
+    (["--temperature", "0.5"], "allreduce", "`--temperature`=0.5"),
+]
+
+
+def test_every_strategy_specific_flag_has_a_case():
+    assert sorted(flag[2:].replace("no-", "").replace("-", "_") for flag, *_ in (case[0] for case in UNREAD)) == \
+        sorted(SETTINGS)
+
+
+@pytest.mark.parametrize("flags, strategy, named", UNREAD, ids=[case[0][0] for case in UNREAD])
+def test_a_flag_the_strategy_ignores_is_refused_naming_both(tmp_path, flags, strategy, named):
+    result = fedsim("run", "--strategy", strategy, *flags, "--out", str(tmp_path / "r"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert f"{named} does nothing with `--strategy`={strategy!r}" in result.stderr
+    assert "remove it or use `--strategy`=" in result.stderr
+
+
+def test_dynamic_flags_name_the_weights_flag(tmp_path):
+    result = fedsim("run", "--strategy", "reweighted", "--temperature", "2", "--out", str(tmp_path / "r"))
+    assert result.returncode == 2
+    assert "`--temperature`=2.0 does nothing with `--weights`='size'" in result.stderr
+    assert "use `--weights`='dynamic'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--strategy", "fedavg"], "`--strategy`='fedavg' does not apply to a comparison, which runs each strategy in "
+                                   "`--strategies`"),
+        (["--weights", "dynamic"], "`--weights`='dynamic' does not apply to 'fedavg' in `--strategies`"),
+        (["--strategies", "allreduce,reweighted", "--mu", "0.1"],
+         "`--mu`=0.1 does nothing with `--strategies`='allreduce,reweighted' (it is FedAvg's FedProx weight); "
+         "remove it or add 'fedavg' to `--strategies`"),
+        (["--strategies", "allreduce,reweighted", "--temperature", "0.5"], "`--temperature`=0.5 does nothing"),
+        (["--strategies", ","], "`--strategies` is empty"),
+        (["--strategies", "allreduce,fedsgd"], "unknown strategy 'fedsgd' in `--strategies`"),
+        (["--strategies", "fedavg,fedavg"], "`--strategies` names 'fedavg' twice"),
+    ],
+)
+def test_bad_compare_input_is_reported_before_any_output(tmp_path, args, message):
+    result = fedsim("compare", *QUICK, *args, "--out", str(tmp_path / "c"))
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert result.stdout == "" and not (tmp_path / "c").exists()
+
+
+def test_compare_refuses_a_strategy_from_the_config_file(tmp_path):
+    (tmp_path / "run.toml").write_text('[run]\nstrategy = "reweighted"\n')
+    result = fedsim("compare", "--config", str(tmp_path / "run.toml"), *QUICK, "--out", str(tmp_path / "c"))
+    assert result.returncode == 2 and "`--strategies`" in result.stderr
 
 
 def test_unknown_config_key_is_named(tmp_path):

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -42,3 +44,17 @@ def test_classes_absent_from_labels_are_not_assigned():
     labels = np.array([0] * 10 + [5] * 10)  # classes 1..4 do not occur
     partition = partitions.pathological(labels, 2, 1, class_assignment_mode="deterministic")
     assert partition.sizes.tolist() == [10, 10]
+
+
+def test_random_mode_can_leave_classes_out_where_first_deterministic_cannot():
+    """Why fedsim's #C=k defaults to NIID-Bench's first-deterministic: 10 clients, 10 classes, k = 2."""
+    labels = np.repeat(np.arange(10), 30)
+
+    def unheld(mode, seed):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            partition = partitions.pathological(labels, 10, 2, class_assignment_mode=mode, seed=seed)
+        return int(((partition.counts(labels, num_classes=10) > 0).sum(axis=0) == 0).sum())
+
+    assert sum(unheld("random", seed) > 0 for seed in range(20)) >= 10  # three draws in four, in expectation
+    assert all(unheld("first-deterministic", seed) == 0 for seed in range(20))

@@ -1,0 +1,82 @@
+"""Atomic, durable file writes: the one way `partitions` and `fedsim` write a file.
+
+A reader sees the old file or the new one, never half of one, even if the writer is killed:
+the content goes to a temporary file in the same folder, is flushed to disk, and is renamed
+over the target; the folder is flushed too, so the rename itself survives a crash. The file
+gets the permissions a plain ``open(path, "w")`` would give it: an existing file keeps its
+mode, a new one gets ``0o666`` less the umask.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+
+@contextlib.contextmanager
+def atomic_open(path) -> Iterator[BinaryIO]:
+    """Open a binary stream whose content replaces ``path`` when the ``with`` block ends without an error.
+
+    On an error the temporary file is removed and ``path`` is left as it was. The folder of
+    ``path`` must exist.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> with atomic_open(folder / "greeting.txt") as stream:
+    ...     _ = stream.write(b"hello")
+    >>> (folder / "greeting.txt").read_text()
+    'hello'
+    """
+    path = Path(path)
+    temporary, handle = _create_beside(path)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))  # as open() would: keep the file's mode
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_folder(path.parent)
+
+
+def write_atomic(path, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8, or bytes) to ``path`` atomically and durably (see `atomic_open`)."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    with atomic_open(path) as stream:
+        stream.write(data)
+
+
+def _create_beside(path: Path) -> tuple[Path, int]:
+    """Create a new, empty temporary file next to ``path`` and return its path and descriptor."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    for _ in range(100):
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            # The kernel applies the umask to 0o666 here, exactly as for open(path, "w"); tempfile.mkstemp
+            # would make the file private (0o600) instead.
+            return temporary, os.open(temporary, flags, 0o666)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file next to {path}: 100 random names were taken")
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush ``folder``'s entries to disk, so that a rename into it survives a power cut."""
+    if os.name != "posix":
+        return  # Windows cannot open a folder with os.open, so there is no handle to flush
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)

@@ -1,0 +1,180 @@
+"""RunConfig: settings a strategy does not read are refused, switching strategies resets them, dtype, #C=k."""
+
+import inspect
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import partitions
+from fedsim import checks
+from fedsim.config import DTYPES, RunConfig
+from fedsim.models import create_model
+from fedsim.partitioning import make_partition, partition_for
+from fedsim.strategies import SETTINGS, get_strategy, list_strategies
+
+# One setting each strategy-specific field can take away from its default, and a strategy that does not read it.
+UNREAD = [
+    ("fraction", 0.5, "allreduce"),
+    ("local_epochs", 2, "reweighted"),
+    ("local_steps", 3, "allreduce"),
+    ("mu", 5.0, "allreduce"),
+    ("server_lr", 0.5, "reweighted"),
+    ("server_momentum", 0.9, "allreduce"),
+    ("uneven", "cycle", "fedavg"),
+    ("fused", False, "fedavg"),
+    ("dynamic_rule", "cosine", "fedavg"),
+    ("temperature", 0.5, "allreduce"),
+]
+
+
+def test_every_strategy_specific_setting_has_a_case():
+    assert sorted(field for field, _, _ in UNREAD) == sorted(SETTINGS)
+
+
+@pytest.mark.parametrize("field, value, strategy", UNREAD, ids=[case[0] for case in UNREAD])
+def test_a_setting_the_strategy_does_not_read_is_refused_naming_both(field, value, strategy):
+    with pytest.raises(ValueError, match=rf"`{field}`={value!r} does nothing with `strategy`={strategy!r} "
+                                         r"\(it is .*\); remove it or use `strategy`="):
+        RunConfig(strategy=strategy, **{field: value})
+
+
+@pytest.mark.parametrize("field", ["dynamic_rule", "temperature"])
+def test_dynamic_settings_need_the_dynamic_rule(field):
+    value = {"dynamic_rule": "cosine", "temperature": 0.5}[field]
+    with pytest.raises(ValueError, match=rf"`{field}`={value!r} does nothing with `weights`='size' .*"
+                                         r"use `weights`='dynamic'"):
+        RunConfig(strategy="reweighted", **{field: value})
+    assert getattr(RunConfig(strategy="reweighted", weights="dynamic", **{field: value}), field) == value
+
+
+@pytest.mark.parametrize("strategy", ["allreduce", "reweighted", "fedavg"])
+def test_settings_at_their_defaults_are_accepted_by_every_strategy(strategy):
+    RunConfig(strategy=strategy, fraction=1, mu=0, local_steps=None, uneven="join", fused=True, temperature=1.0)
+
+
+def test_the_weights_check_still_names_the_rule_and_the_strategy():
+    with pytest.raises(ValueError, match="`weights`='dynamic' does not apply to `strategy`='fedavg'"):
+        RunConfig(strategy="fedavg", weights="dynamic")
+
+
+@pytest.mark.parametrize("source", list_strategies())
+@pytest.mark.parametrize("target", list_strategies())
+def test_for_strategy_resets_what_the_target_does_not_read(source, target):
+    own = {"fedavg": {"fraction": 0.5, "mu": 0.1, "local_steps": 2, "weights": "equal"},
+           "allreduce": {"uneven": "cycle", "fused": False},
+           "reweighted": {"uneven": "cycle", "weights": "dynamic", "temperature": 0.5}}
+    config = RunConfig(strategy=source, lr=0.2, num_partitions=4, **own[source])
+    switched = config.for_strategy(target)
+    assert (switched.strategy, switched.lr, switched.num_partitions) == (target, 0.2, 4)
+    assert switched.weights == RunConfig(strategy=target).weights
+    defaults = RunConfig(strategy=target)
+    for field in SETTINGS:
+        kept = get_strategy(target).reads(field, switched.weights)
+        assert getattr(switched, field) == (getattr(config, field) if kept else getattr(defaults, field))
+    if source == "reweighted":  # the dynamic rule's temperature goes with the rule
+        assert switched.temperature == 1.0
+
+
+@pytest.mark.parametrize(
+    "weights, target, expected",
+    [("equal", "reweighted", "equal"), ("equal", "allreduce", "equal"), ("size", "reweighted", "size"),
+     ("size", "allreduce", "equal")],
+)
+def test_for_strategy_keeps_weights_only_where_the_rule_applies(weights, target, expected):
+    config = RunConfig(strategy="fedavg", weights=weights)
+    assert config.for_strategy(target, keep_weights=True).weights == expected
+    assert config.for_strategy(target).weights == RunConfig(strategy=target).weights
+
+
+def test_for_strategy_keeps_the_dynamic_settings_with_the_dynamic_rule():
+    config = RunConfig(strategy="reweighted", weights="dynamic", temperature=0.5, uneven="cycle")
+    kept = config.replace(rounds=3).for_strategy("reweighted", keep_weights=True)
+    assert (kept.weights, kept.temperature, kept.uneven) == ("dynamic", 0.5, "cycle")
+    assert config.for_strategy("fedavg", keep_weights=True).temperature == 1.0
+
+
+def test_replace_switches_strategy_through_for_strategy():
+    config = RunConfig(strategy="fedavg", fraction=0.5, mu=0.1)
+    assert config.replace(strategy="allreduce") == config.for_strategy("allreduce")
+    with pytest.raises(ValueError, match="`mu`=0.2 does nothing with `strategy`='allreduce'"):
+        config.replace(strategy="allreduce", mu=0.2)
+
+
+def test_for_comparison_gives_each_setting_to_the_strategies_that_read_it():
+    configs = RunConfig.for_comparison({"fraction": 0.5, "uneven": "cycle", "lr": 0.2, "weights": "equal"},
+                                       ["allreduce", "reweighted", "fedavg"])
+    assert list(configs) == ["allreduce", "reweighted", "fedavg"]
+    assert [(c.fraction, c.uneven, c.lr, c.weights) for c in configs.values()] == [
+        (1.0, "cycle", 0.2, "equal"), (1.0, "cycle", 0.2, "equal"), (0.5, "join", 0.2, "equal")]
+
+
+@pytest.mark.parametrize(
+    "settings, strategies, match",
+    [
+        ({"strategy": "reweighted"}, ["fedavg"], "`strategy`='reweighted' does not apply to a comparison.*`strategies`"),
+        ({"weights": "dynamic"}, ["reweighted", "fedavg"], "`weights`='dynamic' does not apply to 'fedavg'"),
+        ({"weights": "class-balanced"}, ["allreduce", "fedavg"], "`weights`='class-balanced' does not apply to 'fedavg'"),
+        ({"mu": 0.1}, ["allreduce", "reweighted"], "`mu`=0.1 does nothing with `strategies`='allreduce,reweighted'"
+                                                   ".*add 'fedavg' to `strategies`"),
+        ({"temperature": 0.5}, ["reweighted"], "`temperature`=0.5 does nothing with `weights`='size'"),
+        ({}, [], "`strategies` is empty"),
+        ({}, ["fedavg", "fedsgd"], "unknown strategy 'fedsgd' in `strategies`"),
+        ({}, ["fedavg", "fedavg"], "`strategies` names 'fedavg' twice"),
+        ({"learning_rate": 0.1}, ["fedavg"], "unknown key 'learning_rate'"),
+    ],
+)
+def test_for_comparison_refuses(settings, strategies, match):
+    with pytest.raises(ValueError, match=match):
+        RunConfig.for_comparison(settings, strategies)
+
+
+def test_dtype_choices_and_torch_dtype():
+    import torch
+
+    assert DTYPES == ("float32", "float64") and RunConfig().dtype == "float32"
+    assert RunConfig(dtype="float64").torch_dtype is torch.float64
+    assert RunConfig().torch_dtype is torch.float32
+    with pytest.raises(ValueError, match="unknown `dtype`='float16'; known: float32, float64"):
+        RunConfig(dtype="float16")
+
+
+def test_config_module_imports_without_torch():
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from fedsim.config import RunConfig\n"
+            "print(RunConfig(dtype='float64').dtype)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "float64"
+
+
+def test_class_assignment_defaults():
+    assert RunConfig().class_assignment_mode == "first-deterministic"
+    assert inspect.signature(make_partition).parameters["class_assignment_mode"].default == "first-deterministic"
+    assert inspect.signature(partitions.pathological).parameters["class_assignment_mode"].default == "random"
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_default_c_equals_k_holds_every_class_with_as_many_clients_as_classes(seed):
+    labels = np.repeat(np.arange(10), 30)
+    config = RunConfig(partition="pathological", num_partitions=10, classes_per_partition=2, seed=seed)
+    counts = partition_for(config, labels).counts(labels)
+    assert (counts > 0).any(axis=0).all()
+    assert ((counts > 0).sum(axis=1) == 2).all()
+
+
+def test_fedsim_checks_are_the_partitions_checks():
+    from partitions import _checks
+
+    assert (checks.check_integer, checks.check_number, checks.check_choice) == (
+        _checks.check_integer, _checks.check_number, _checks.check_choice)
+
+
+def test_numpy_scalars_are_valid_settings_and_model_sizes():
+    config = RunConfig(rounds=np.int64(2), num_partitions=np.int64(4), seed=np.int64(1), lr=np.float32(0.5))
+    assert (type(config.rounds), type(config.lr)) == (int, float)
+    assert json.loads(json.dumps(config.to_dict()))["rounds"] == 2  # config.json takes it as it is
+    model = create_model("mlp", num_classes=np.int64(10), in_channels=np.int64(1), image_size=np.int64(28))
+    assert model is not None
