@@ -17,7 +17,7 @@ from fedsim.config import RunConfig
 from fedsim.data import load_dataset
 from fedsim.partitioning import partition_for
 from partitions.metrics import heterogeneity, summary
-from partitions.partition import write_atomic
+from partitions._io import write_atomic
 from partitions.plot import compare, stacked_bars
 
 

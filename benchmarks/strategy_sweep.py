@@ -18,7 +18,7 @@ from schemes import STANDARD_SCHEMES, slug
 
 from fedsim.compare import compare
 from fedsim.config import RunConfig
-from partitions.partition import write_atomic
+from partitions._io import write_atomic
 from partitions.plot import save_figure
 
 
@@ -69,14 +69,19 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    base = RunConfig(strategy="reweighted", weights=args.weights, dataset=args.dataset, model=args.model,
-                     num_partitions=args.num_partitions, rounds=args.rounds, local_epochs=args.local_epochs,
-                     batch_size=args.batch_size, lr=args.lr, seed=args.seed)
+    # FedAvg's settings make every strategy's samples grid; reweighted gets its own rule
+    base = RunConfig(strategy="fedavg", dataset=args.dataset, model=args.model, num_partitions=args.num_partitions,
+                     rounds=args.rounds, local_epochs=args.local_epochs, batch_size=args.batch_size, lr=args.lr,
+                     seed=args.seed)
     out = Path(args.out)
     results = {}
     for name, settings in STANDARD_SCHEMES.items():
         print(f"== {name}", flush=True)
-        runs = compare(base.replace(**settings), strategies, out / slug(name), resume=args.resume)
+        shared = base.replace(**settings)
+        configs = {strategy: shared.for_strategy(strategy) for strategy in strategies}
+        if "reweighted" in configs:
+            configs["reweighted"] = configs["reweighted"].replace(weights=args.weights)
+        runs = compare(shared, strategies, out / slug(name), resume=args.resume, configs=configs)
         results[name] = {strategy: run.summary for strategy, run in runs.items()}
 
     title = (f"{args.dataset}, {args.model}, K={args.num_partitions}, {args.rounds} rounds of "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from partitions.partition import write_atomic
+from partitions._io import write_atomic
 
 from .engines.inprocess import run
 from .partitioning import partition_for

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from partitions import Partition
-from partitions.partition import write_atomic
+from partitions._io import write_atomic
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -135,7 +135,8 @@ class RunFolder:
             write_atomic(config_path, json.dumps(current, indent=2))
             partition.save(partition_path)
             return None
-        saved = read_json(config_path)
+        # fields added since the run was saved take their defaults, as the run did
+        saved = {**type(config)().to_dict(), **read_json(config_path)}
         differing = sorted(key for key in set(saved) | set(current)
                            if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
         if differing:

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from partitions._checks import check_integer
+
 #: Augmentation policies `augment` knows, by the name a `Dataset` carries.
 AUGMENTATIONS = ("none", "crop-flip")
 
@@ -63,8 +65,7 @@ class Dataset:
     augmentation: str = "none"
 
     def __post_init__(self):
-        if isinstance(self.num_classes, bool) or not isinstance(self.num_classes, int) or self.num_classes < 1:
-            raise ValueError(f"`num_classes` must be a positive integer, got {self.num_classes!r}")
+        check_integer("num_classes", self.num_classes, minimum=1)
         if self.augmentation not in AUGMENTATIONS:
             raise ValueError(f"`augmentation` must be one of {AUGMENTATIONS}, got {self.augmentation!r}")
         for split in ("train", "test"):

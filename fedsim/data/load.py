@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fedsim.registry import Registry
+from partitions._checks import check_integer
 
 from .dataset import Dataset
 
@@ -94,8 +95,7 @@ def load_dataset(name: str, *, root=None, download: bool = False, seed: int = 0,
     factory = _DATASETS.get(name)
     if not isinstance(download, bool):
         raise TypeError(f"`download` must be a bool, got {download!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"`seed` must be a non-negative integer, got {seed!r}")
+    check_integer("seed", seed, minimum=0)
     parameters = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     known = sorted(

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from partitions._checks import check_integer
+
 from .dataset import Dataset
 from .load import load_dataset, register_dataset
 from .transforms import resize
@@ -65,9 +67,7 @@ def _count(value, parameter: str, default: int) -> int:
     """Return ``value`` checked to be a positive integer, or ``default`` when it is None."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"`{parameter}` must be a positive integer, got {value!r}")
-    return value
+    return check_integer(parameter, value, minimum=1)
 
 
 def _compose(source: Dataset, split: str, count: int, rng: np.random.Generator):

@@ -7,6 +7,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from partitions._checks import check_integer
+
 from .dataset import Dataset
 
 # Zero padding of the random crop in the CIFAR recipe (He et al., "Deep Residual Learning for
@@ -141,8 +143,7 @@ def resize(images: torch.Tensor, size: int) -> torch.Tensor:
     >>> resize(torch.full((1, 1, 8, 8), 200, dtype=torch.uint8), 28).unique().tolist()
     [200]
     """
-    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ValueError(f"`image_size` must be a positive integer, got {size!r}")
+    check_integer("image_size", size, minimum=1)
     if images.shape[-1] == size and images.shape[-2] == size:
         return images
     shrinking = size < max(images.shape[-2:])

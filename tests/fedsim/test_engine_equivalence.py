@@ -12,6 +12,7 @@ import torch
 
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
+from fedsim.schedule import SampleGrid
 from fedsim.engines.inprocess.gradient import GradientRounds
 from fedsim.build import build_model
 from fedsim.schedule import sample_clients
@@ -26,8 +27,12 @@ SMALL = {"model": "mlp", "rounds": 3, "lr": 0.1, "num_partitions": 10, "eval_eve
 EXACT = {"rtol": 1e-10, "atol": 1e-10}
 
 
-def final_state(mnist5k, partition, **settings):
-    return run(RunConfig(**{**SMALL, **settings}), data=mnist5k, partition=partition).global_state
+def final_state(mnist5k, partition, grid=None, **settings):
+    return run(RunConfig(**{**SMALL, **settings}), data=mnist5k, partition=partition, grid=grid).global_state
+
+
+# rounds a fifth of an epoch long, on FedAvg's grid with C = 0.2, to keep the tests quick
+FIFTH = SampleGrid(fraction=0.2, batch_size=10)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +44,7 @@ def equal_shards(mnist5k):
 def test_fedavg_with_one_local_step_equals_allreduce(mnist5k, equal_shards, momentum):
     """tau = 1, plain client SGD, equal weights: FedAvg's arithmetic is allreduce's (server momentum ~ momentum)."""
     full_batch = int(equal_shards.sizes.max())  # every step uses each shard whole: batch order cannot matter
-    allreduce = final_state(mnist5k, equal_shards, strategy="allreduce", batch_size=full_batch, momentum=momentum,
-                            local_steps=1)
+    allreduce = final_state(mnist5k, equal_shards, strategy="allreduce", batch_size=full_batch, momentum=momentum)
     fedavg = final_state(mnist5k, equal_shards, strategy="fedavg", batch_size=full_batch, local_steps=1,
                          weights="equal", server_momentum=momentum)
     torch.testing.assert_close(fedavg, allreduce, **EXACT)
@@ -77,7 +81,7 @@ def test_class_balanced_weights_on_globally_balanced_shards_equal_allreduce(mnis
 )
 def test_fused_forward_equals_per_rank_loop(mnist5k, settings):
     uneven = dirichlet(mnist5k.train_labels.numpy(), 10, 0.3, seed=1)
-    options = {**settings, "rounds": 2, "batch_size": 10, "fraction": 0.2}
+    options = {**settings, "rounds": 2, "batch_size": 10, "grid": FIFTH}
     fused = final_state(mnist5k, uneven, fused=True, **options)
     looped = final_state(mnist5k, uneven, fused=False, **options)
     torch.testing.assert_close(fused, looped, **EXACT)
@@ -99,7 +103,7 @@ def test_float32_fused_forward_is_close_to_the_loop_as_a_whole(mnist5k):
     rank moves the model by more than 1e-2 of its norm).
     """
     uneven = dirichlet(mnist5k.train_labels.numpy(), 10, 0.3, seed=1)
-    options = {"strategy": "reweighted", "weights": "size", "rounds": 2, "batch_size": 10, "fraction": 0.2,
+    options = {"strategy": "reweighted", "weights": "size", "rounds": 2, "batch_size": 10, "grid": FIFTH,
                "dtype": "float32"}
     fused = final_state(mnist5k, uneven, fused=True, **options)
     looped = final_state(mnist5k, uneven, fused=False, **options)
@@ -188,9 +192,9 @@ def test_a_round_whose_sampled_clients_are_all_empty_leaves_the_model(mnist5k):
 
 def test_local_steps_keep_allreduce_on_fedavgs_grid(mnist5k):
     uneven = Partition([np.arange(15), np.arange(15, 40)], num_samples=mnist5k.train_images.shape[0], scheme="manual")
-    settings = {"local_steps": 2, "batch_size": 10, "rounds": 3, "num_partitions": 2}
-    seen = {s: [row["samples_seen"] for row in run(RunConfig(**{**SMALL, **settings, "strategy": s}), data=mnist5k,
-                                                   partition=uneven).rows]
-            for s in ("fedavg", "allreduce")}
+    fedavg = RunConfig(**{**SMALL, "local_steps": 2, "batch_size": 10, "rounds": 3, "num_partitions": 2})
+    grid = SampleGrid.from_config(fedavg)  # as `compare` gives every strategy
+    seen = {config.strategy: [row["samples_seen"] for row in run(config, data=mnist5k, partition=uneven, grid=grid).rows]
+            for config in (fedavg, fedavg.for_strategy("allreduce"))}
     assert seen["fedavg"] == [35, 70, 105]  # 2 steps: 10 + 5 samples from the first shard, 10 + 10 from the second
     assert all(abs(a - b) < 2 * 10 for a, b in zip(seen["fedavg"], seen["allreduce"]))

@@ -19,8 +19,8 @@ def test_each_strategy_learns_mnist5k_iid_in_two_rounds(mnist5k, strategy):
 def test_one_class_per_client_hurts_fedavg_but_not_allreduce(mnist5k):
     one_class = {"partition": "pathological", "classes_per_partition": 1, "class_assignment_mode": "deterministic"}
     fedavg = {"strategy": "fedavg", "local_epochs": 3, "rounds": 1, "fraction": 1.0}
-    # allreduce gets the same number of samples: one FedAvg round of 3 local epochs
-    allreduce = {"strategy": "allreduce", "local_epochs": 3, "rounds": 1}
+    # allreduce gets the same number of samples: three rounds of one epoch each
+    allreduce = {"strategy": "allreduce", "rounds": 3}
     fedavg_iid = accuracy(mnist5k, partition="iid", **fedavg)
     fedavg_skewed = accuracy(mnist5k, **one_class, **fedavg)
     allreduce_iid = accuracy(mnist5k, partition="iid", **allreduce)

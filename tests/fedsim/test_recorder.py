@@ -61,6 +61,7 @@ def test_a_grid_from_elsewhere_is_recorded_and_checked_on_resume(tmp_path):
     recorder = Recorder(config, PARTITION, tmp_path, grid=grid)
     recorder.start()
     assert recorder.schedule_round(0) == 80  # two passes over 40 samples
+    recorder.record_round(RoundStats(samples=80), None, wall_s=0.0, global_state=[torch.zeros(1)])
     assert json.loads((tmp_path / "config.json").read_text())["sample_grid"]["local_epochs"] == 2
     with pytest.raises(ValueError, match="sample_grid"):
         Recorder(config, PARTITION, tmp_path, resume=True).start()

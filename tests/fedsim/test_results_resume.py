@@ -13,9 +13,12 @@ from fedsim.engines.inprocess import run
 from fedsim.build import build_model
 from fedsim.schedule import model_bytes
 from fedsim.results import METRIC_COLUMNS, read_rows
+from fedsim.schedule import SampleGrid
 from partitions import Partition
 
 QUICK = {"model": "mlp", "rounds": 2, "batch_size": 20, "lr": 0.05, "num_partitions": 5, "fraction": 0.4}
+FEDAVG = RunConfig(strategy="fedavg", **QUICK)
+GRID = SampleGrid.from_config(FEDAVG)  # FedAvg's rounds, as `compare` gives every strategy
 
 
 def test_run_folder_contents(tmp_path, mnist5k):
@@ -42,20 +45,20 @@ def test_bytes_are_counted_from_the_tensors_that_travel(mnist5k):
     fedavg = run(RunConfig(strategy="fedavg", **{**QUICK, "rounds": 1}), data=mnist5k)
     assert fedavg.rows[0]["bytes_communicated"] == 2 * 2 * params  # 2 clients, state down and delta up
     assert fedavg.rows[0]["bytes_up"] == fedavg.rows[0]["bytes_down"] == 2 * params
-    allreduce = run(RunConfig(strategy="allreduce", **{**QUICK, "rounds": 1}), data=mnist5k)
+    allreduce = run(FEDAVG.for_strategy("allreduce").replace(rounds=1), data=mnist5k, grid=GRID)
     steps = allreduce.rows[0]["samples_seen"] // (5 * 20)  # equal shards of 800: every rank is in every step
     assert allreduce.rows[0]["bytes_communicated"] == steps * 5 * 2 * params
 
 
 def test_strategies_report_on_the_same_samples_seen_grid(mnist5k):
-    seen = {s: [row["samples_seen"] for row in run(RunConfig(strategy=s, **QUICK), data=mnist5k).rows]
+    seen = {s: [row["samples_seen"] for row in run(FEDAVG.for_strategy(s), data=mnist5k, grid=GRID).rows]
             for s in ("allreduce", "reweighted", "fedavg")}
     for rounds in zip(*seen.values()):
         assert max(rounds) - min(rounds) < 5 * 20  # within one allreduce step of K x B samples
 
 
 def test_resume_extends_a_finished_run(tmp_path, mnist5k):
-    config = RunConfig(strategy="reweighted", weights="class-balanced", **QUICK)
+    config = RunConfig(strategy="reweighted", weights="class-balanced", **{**QUICK, "fraction": 1.0})
     run(config, tmp_path, data=mnist5k)
     longer = run(config.replace(rounds=3), tmp_path, resume=True, data=mnist5k)
     straight = run(config.replace(rounds=3), data=mnist5k)
