@@ -58,6 +58,9 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
         partition = partition_for(config, data.train_labels.numpy())
     folder.open(resume=resume)
     out = folder.path
+    if not resume:  # each strategy's folder checks its own settings on resume
+        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2))
+        partition.save(out / "partition.json")
     # every strategy reports on FedAvg's samples grid
     grid = SampleGrid.from_config(configs.get("fedavg", config))
     results = {}
@@ -69,8 +72,6 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
 
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
-    partition.save(out / "partition.json")
-    write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2))
     write_atomic(out / "comparison.txt", comparison_table(results) + "\n")
     from .curves import learning_curves
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from .checks import check_choice, check_integer, check_number
-from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES
+from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from .strategies import SETTINGS, check_strategy_names, get_strategy
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
@@ -49,6 +48,13 @@ class RunConfig:
     dataset_options : dict
         The dataset's own options, e.g. ``{"label_granularity": "coarse"}`` for cifar100 or
         ``{"image_size": 28}`` for digits (``--dataset-option KEY=VALUE`` on the command line).
+    download : bool
+        Let torchvision download a dataset's missing files (needs a network); a run may turn it
+        on when resumed.
+    partition_file : str, optional
+        A saved `partitions.Partition` (JSON) to train on instead of making one from the
+        partition settings, which must then stay at their defaults; ``num_partitions`` must
+        match the file's.
     norm : str, optional
         Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
     partition : str
@@ -119,6 +125,8 @@ class RunConfig:
     dataset: str = "mnist-5k"
     data_root: str | None = None
     dataset_options: dict = dataclasses.field(default_factory=dict)
+    download: bool = False
+    partition_file: str | None = None
     model: str = "cnn"
     norm: str | None = None
     partition: str = "dirichlet"
@@ -165,7 +173,7 @@ class RunConfig:
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
-        for name in ("amp", "fused", "self_balancing"):
+        for name in ("amp", "fused", "self_balancing", "download"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
         # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
@@ -198,6 +206,20 @@ class RunConfig:
                 f"use one of {', '.join(allowed)}"
                 + ("" if self.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
             )
+        if self.amp and self.dtype == "float64":
+            raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
+                             "use one of the two")
+        if self.data_root is not None and not isinstance(self.data_root, str):
+            raise TypeError(f"`data_root` must be a folder path (text), got {self.data_root!r}")
+        for name, flag in (("root", "data_root"), ("download", "download"), ("seed", "seed")):
+            if name in self.dataset_options:
+                raise ValueError(f"`dataset_options` may not set {name!r}: it is the setting `{flag}`; "
+                                 f"set that instead")
+        if self.partition_file is not None:
+            if not isinstance(self.partition_file, str):
+                raise TypeError(f"`partition_file` must be a file path (text), got {self.partition_file!r}")
+            check_scheme_settings(None, self.to_dict(), _FIELD_DEFAULTS)
+        check_scheme_settings(self.partition, self.to_dict(), _FIELD_DEFAULTS)
         defaults = _setting_defaults()
         for name, default in defaults.items():
             value = getattr(self, name)
@@ -279,7 +301,7 @@ class RunConfig:
         (1.0, 0.5)
         """
         names = check_strategy_names(strategies)
-        values = _field_values(mapping, source)
+        values = field_values(mapping, source)
         if "strategy" in values:
             raise ValueError(
                 f"`strategy`={values['strategy']!r} does not apply to a comparison, which runs each strategy in "
@@ -311,26 +333,17 @@ class RunConfig:
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
         """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores)."""
-        return cls(**_field_values(mapping, source))
+        return cls(**field_values(mapping, source))
 
     @classmethod
     def read_toml(cls, path) -> dict:
-        """Return the settings of a TOML file of fields (flat, or under a ``[run]`` table), unvalidated."""
-        path = Path(path)
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no config file at {path}") from None
-        except tomllib.TOMLDecodeError as error:
-            raise ValueError(f"{path} is not valid TOML: {error}") from None
-        if "run" in data:
-            if not isinstance(data["run"], dict):
-                raise ValueError(f"`run` in {path} must be a table ([run]), got {data['run']!r}")
-            stray = sorted(set(data) - {"run"})
-            if stray:
-                raise ValueError(f"{path} has key {stray[0]!r} outside its [run] table; put every setting in [run]")
-            data = data["run"]
-        return data
+        """Return the settings of a TOML file of fields (flat, or under ``[run]``), each value checked alone.
+
+        See `fedsim.config_file.read_settings`: errors name the file and the line.
+        """
+        from .config_file import read_settings
+
+        return read_settings(path)
 
     @classmethod
     def from_toml(cls, path, **overrides) -> RunConfig:
@@ -345,7 +358,7 @@ class RunConfig:
         """Load the dataset this config names, with its root and options."""
         from .data import load_dataset
 
-        return load_dataset(self.dataset, root=self.data_root, **self.dataset_options)
+        return load_dataset(self.dataset, root=self.data_root, download=self.download, **self.dataset_options)
 
     def replace(self, **changes) -> RunConfig:
         """Return a copy with ``changes`` applied (and validated).
@@ -359,6 +372,9 @@ class RunConfig:
         return dataclasses.replace(config, **changes)
 
 
+_FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
+
+
 def merge_settings(base: Mapping, overrides: Mapping) -> dict:
     """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` tables key by key."""
     merged = {**base, **overrides}
@@ -367,7 +383,7 @@ def merge_settings(base: Mapping, overrides: Mapping) -> dict:
     return merged
 
 
-def _field_values(mapping: Mapping, source: str) -> dict:
+def field_values(mapping: Mapping, source: str) -> dict:
     """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
     known = {field.name for field in fields(RunConfig)}
     values = {str(key).replace("-", "_"): value for key, value in mapping.items()}

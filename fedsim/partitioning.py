@@ -14,6 +14,43 @@ SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity")
 #: a class held by no one in three draws out of four.
 CLASS_ASSIGNMENT_MODE = "first-deterministic"
 
+# The partition settings that only some schemes read, and what each is; a config that sets one
+# for a scheme that does not read it is refused rather than silently ignored.
+SCHEME_SETTINGS = {
+    "alpha": (("dirichlet", "quantity"), "the Dirichlet concentration"),
+    "min_partition_size": (("dirichlet", "quantity"), "the smallest partition a Dirichlet draw may give"),
+    "max_tries": (("dirichlet", "quantity"), "the number of Dirichlet draws made to reach the minimum size"),
+    "self_balancing": (("dirichlet",), "NIID-Bench's balance step of the Dirichlet split"),
+    "classes_per_partition": (("pathological",), "k of #C=k"),
+    "class_assignment_mode": (("pathological",), "how #C=k picks each partition's classes"),
+    "shards_per_partition": (("shards",), "the shards each partition is dealt"),
+}
+
+
+def check_scheme_settings(scheme: str | None, settings: dict, defaults: dict) -> None:
+    """Refuse a partition setting in ``settings`` that differs from ``defaults`` but ``scheme`` does not read.
+
+    ``scheme`` None stands for a partition read from ``partition_file``, which reads none of them.
+
+    Examples
+    --------
+    >>> check_scheme_settings("iid", {"alpha": 0.1}, {"alpha": 0.5})
+    Traceback (most recent call last):
+    ValueError: `alpha`=0.1 does nothing with `partition`='iid' (it is the Dirichlet concentration of dirichlet and quantity); remove it or use `partition`='dirichlet'
+    """
+    if scheme is None:
+        given = [name for name in ("partition", *SCHEME_SETTINGS) if settings.get(name, defaults[name]) != defaults[name]]
+        if given:
+            raise ValueError(f"`{given[0]}`={settings[given[0]]!r} does nothing with `partition_file`, whose "
+                             f"partition is made already; remove one of the two")
+        return
+    for name, (schemes, purpose) in SCHEME_SETTINGS.items():
+        if name in settings and settings[name] != defaults[name] and scheme not in schemes:
+            raise ValueError(
+                f"`{name}`={settings[name]!r} does nothing with `partition`={scheme!r} (it is {purpose} of "
+                f"{' and '.join(schemes)}); remove it or use `partition`={schemes[0]!r}"
+            )
+
 
 def make_partition(
     labels,
@@ -91,7 +128,9 @@ def make_partition(
 
 
 def partition_for(config, labels) -> partitions.Partition:
-    """Return the partition a `fedsim.config.RunConfig` (or any object with its partition fields) describes."""
+    """Return the partition a `fedsim.config.RunConfig` describes: read from its ``partition_file``, or made."""
+    if getattr(config, "partition_file", None) is not None:
+        return load_partition_file(config.partition_file, labels, config.num_partitions)
     return make_partition(
         labels,
         config.partition,
@@ -105,3 +144,23 @@ def partition_for(config, labels) -> partitions.Partition:
         shards_per_partition=config.shards_per_partition,
         seed=config.seed,
     )
+
+
+def load_partition_file(path, labels, num_partitions: int) -> partitions.Partition:
+    """Load a saved partition and check it fits ``labels`` (one index per sample) and ``num_partitions``."""
+    try:
+        partition = partitions.Partition.load(path)
+    except FileNotFoundError:
+        raise ValueError(f"`partition_file` {path} does not exist") from None
+    num_samples = len(labels)
+    if partition.num_samples != num_samples:
+        raise ValueError(
+            f"`partition_file` {path} partitions {partition.num_samples} samples but the dataset's training split "
+            f"has {num_samples}: it was made for another dataset (or `dataset_options`)"
+        )
+    if partition.num_partitions != num_partitions:
+        raise ValueError(
+            f"`partition_file` {path} holds {partition.num_partitions} partitions but `num_partitions` is "
+            f"{num_partitions}; set `num_partitions` to {partition.num_partitions}"
+        )
+    return partition

@@ -31,7 +31,7 @@ from partitions._io import write_atomic
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
-RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "data_root"})
+RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "data_root", "download"})
 METRIC_COLUMNS = (
     "strategy", "round", "samples_seen", "bytes_communicated", "test_accuracy", "test_loss", "train_loss", "wall_s",
 )
@@ -95,6 +95,7 @@ class RunFolder:
             if not self.holds_run():
                 raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
                                  "check `--out`, or drop `--resume` to start a new run in an empty folder")
+            read_json(self.path / "config.json")  # a damaged one is named before any work
             if self.kind == "run" and not (self.path / "checkpoint.pt").exists():
                 raise ValueError(
                     f"cannot resume {self.path}: it has no checkpoint.pt (the run stopped before its first "

@@ -49,14 +49,32 @@ def files_error(
     if download:
         # torchvision's download errors span lines (one per mirror tried): keep them on one.
         reason = " ".join(str(cause).split())
-        message += f"Downloading them failed ({reason[:300]}); "
-        message += "run with a network, or put the files there yourself"
+        offline = _unreachable(cause) or any(sign in reason for sign in _NO_NETWORK_SIGNS)
+        message += "Downloading them failed: no network could be reached" if offline else "Downloading them failed"
+        message += f" ({reason[:300]}); run where a network exists, or put the files there yourself"
     else:
         message += (
-            f"Pass download=True to load_dataset({name!r}, ...) on a machine with a network to fetch them, "
-            "or put the files there yourself (pass `root`, or set $FEDSIM_DATA, to read another folder)"
+            "Turn on `download` on a machine with a network to fetch them, or put the files there yourself "
+            "(`root`, or $FEDSIM_DATA, names another folder)"
         )
     return RuntimeError(message + (f"; {hint}" if hint else "") + ".")
+
+
+# What urllib's and torchvision's errors say when no host can be reached.
+_NO_NETWORK_SIGNS = ("Name or service not known", "Temporary failure in name resolution", "Network is unreachable",
+                     "No address associated", "urlopen error", "Connection refused", "timed out")
+
+
+def _unreachable(error: BaseException) -> bool:
+    """Whether ``error``, or an error it was raised from, is a failure to reach a host."""
+    import socket
+    import urllib.error
+
+    while error is not None:
+        if isinstance(error, (urllib.error.URLError, socket.gaierror, ConnectionError, TimeoutError)):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def gunzip_missing(folder: Path, names: Iterable[str], sources: Iterable[Path] = ()) -> None:

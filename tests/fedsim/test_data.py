@@ -275,7 +275,7 @@ def test_emnist_is_transposed_upright_and_letters_start_at_zero(tmp_path, rng):
 def test_missing_files_say_where_and_how(tmp_path, monkeypatch, name, missing):
     # Hide the Debian package, if installed here, so the message for a bare machine shows.
     monkeypatch.setattr(mnist_family, "DEBIAN_FASHION_MNIST", tmp_path / "no-debian-package")
-    with pytest.raises(RuntimeError, match="download=True") as error:
+    with pytest.raises(RuntimeError, match="Turn on `download`") as error:
         load_dataset(name, root=tmp_path)
     message = str(error.value)
     assert str(tmp_path / missing) in message and "missing files" in message

@@ -1,14 +1,19 @@
 """No command loses a user's work: refused resumes, foreign folders, interrupts, replayed log lines."""
 
 import os
+import shlex
 import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
+import torch
 
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.results import MARKER, deferred_interrupt
+from fedsim.results import MARKER, deferred_interrupt, read_rows
 
 from .test_cli import fedsim
 
@@ -86,3 +91,34 @@ def test_ctrl_c_inside_a_write_is_delivered_after_it():
             finished.append(True)  # not interrupted half-way
     assert finished == [True]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _start(out, *extra):
+    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", "50", "--batch-size", "10",
+            "--num-partitions", "10", "--quiet", "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "fedsim", *args], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    return process, args
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path):
+    out = tmp_path / "run"
+    process, args = _start(out)
+    checkpoint = out / "checkpoint.pt"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None and not checkpoint.exists():
+        time.sleep(0.05)
+    assert process.poll() is None, process.communicate()
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "interrupted after round" in lines[0] and "checkpoint.pt holds round" in lines[0]
+    command = shlex.split(lines[0].split("continue with: ")[1])
+    assert command[0] == "fedsim" and command[1:] == [*args, "--resume"]
+    held = torch.load(checkpoint, weights_only=True)["progress"]["round"]
+    assert f"holds round {held}" in lines[0]
+    assert [row["round"] for row in read_rows(out / "metrics.csv")] == list(range(1, held + 1))

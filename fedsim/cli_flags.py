@@ -1,0 +1,184 @@
+"""The flags of the ``fedsim`` command line, generated from `fedsim.config.RunConfig`'s fields.
+
+``--local-epochs`` sets ``local_epochs``, so the flags, ``--config FILE.toml`` keys and
+``config.json`` always agree; `flag_message` turns the library's parameter names in an error
+back into the flags the user typed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+
+from partitions.pathological import CLASS_ASSIGNMENT_MODES
+
+from .config import DEVICES, DTYPES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
+from .partitioning import SCHEMES
+from .strategies import list_strategies
+
+PARTITION_FIELDS = (
+    "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
+    "class_assignment_mode", "min_partition_size", "self_balancing", "max_tries", "shards_per_partition", "seed",
+)
+# What each setting means, in its unit; the default is appended from the field (or given here).
+HELP = {
+    "strategy": "allreduce (DDP all-reduce), reweighted (re-weighted gradients) or fedavg (FedAvg rounds)",
+    "dataset": "dataset name; `fedsim datasets` lists them and where each is read from",
+    "data_root": "folder the on-disk datasets are read from (default $FEDSIM_DATA or ~/.cache/fedsim/data)",
+    "download": "let torchvision download a missing dataset (needs a network)",
+    "model": "classifier",
+    "norm": "normalisation layers (default: the model's own)",
+    "partition": "how the training labels are split over the K partitions",
+    "num_partitions": "clients or ranks K",
+    "alpha": "Dirichlet concentration, > 0: small is skewed (dirichlet, quantity)",
+    "classes_per_partition": "k of pathological #C=k: classes per partition",
+    "class_assignment_mode": "how #C=k picks classes; first-deterministic is NIID-Bench's (partition i holds i mod C)",
+    "min_partition_size": "smallest partition a Dirichlet draw may give, in samples (dirichlet, quantity)",
+    "self_balancing": "NIID-Bench's balance step of the Dirichlet split (dirichlet)",
+    "max_tries": "Dirichlet draws made to reach --min-partition-size (dirichlet, quantity)",
+    "shards_per_partition": "McMahan shards dealt to each partition (shards)",
+    "rounds": "rounds; each is FedAvg's round of samples, and every strategy reports after each",
+    "local_epochs": "FedAvg local epochs E per round",
+    "local_steps": "FedAvg local steps tau per round, instead of --local-epochs (default: unset)",
+    "batch_size": "samples per step per rank or client (B)",
+    "lr": "learning rate of SGD: the DDP optimizer (allreduce, reweighted) or each client's (fedavg)",
+    "momentum": "SGD momentum in [0, 1)",
+    "weight_decay": "SGD L2 weight decay",
+    "fraction": "FedAvg fraction C of the clients sampled per round, in (0, 1]",
+    "weights": "how ranks or clients are weighted (default: equal for allreduce, size for reweighted and fedavg)",
+    "dynamic_rule": "--weights dynamic: score each rank by its loss or its gradient's cosine to the mean",
+    "temperature": "--weights dynamic: softmax temperature, > 0",
+    "mu": "FedProx proximal weight, >= 0 (fedavg)",
+    "feature_noise": "NIID-Bench feature-noise skew: partition i gets Gaussian input noise sigma * i / (K - 1)",
+    "server_lr": "FedAvg server learning rate (1 is plain averaging)",
+    "server_momentum": "FedAvgM server momentum in [0, 1)",
+    "uneven": "allreduce/reweighted with shards of unequal size: join (DDP Join: a finished rank sits out) "
+              "or cycle (it starts its shard over)",
+    "seed": "base seed of the partition, model, sampling and shuffles, >= 0",
+    "device": "cpu, cuda, or auto (cuda when present)",
+    "dtype": "float64 makes engines comparable to ~1e-10; float32 is fast",
+    "amp": "mixed precision: bf16 on CPU, fp16 with loss scaling on CUDA",
+    "eval_every": "evaluate on the test split every this many rounds (and after the last)",
+    "checkpoint_every": "write checkpoint.pt every this many rounds (and after the last)",
+    "label_smoothing": "cross-entropy label smoothing in [0, 1]",
+    "fused": "allreduce/reweighted: one forward of K x B samples where per-rank semantics allow",
+    "partition_file": "a partition saved by `fedsim partition` (JSON), used instead of the partition flags "
+                      "(default: none, the partition is made from them)",
+}
+NORMS = ("batch", "group", "layer", "none")  # each model takes some of them; the model says which
+
+
+class LazyChoices:
+    """Choices read from a registry on first use, so that a command that never shows them skips its import."""
+
+    def __init__(self, load):
+        self._load, self._names = load, None
+
+    def _choices(self) -> list[str]:
+        if self._names is None:
+            self._names = self._load()
+        return self._names
+
+    def __contains__(self, name) -> bool:
+        return name in self._choices()
+
+    def __iter__(self):
+        return iter(self._choices())
+
+
+def _model_names() -> list[str]:
+    from .models import list_models
+
+    return list_models()
+
+
+CHOICES = {
+    "strategy": tuple(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
+    "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
+    "device": DEVICES, "dtype": DTYPES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
+}
+# Library parameters whose names differ from the RunConfig field a flag sets.
+PARAMETER_ALIASES = {
+    "num_classes_per_partition": "classes_per_partition",  # partitions.pathological
+    "scheme": "partition",  # fedsim.partitioning.make_partition
+    "root": "data_root",  # fedsim.data.load_dataset
+}
+
+
+def config_flag(field: str) -> str:
+    """Return the command-line flag that sets `RunConfig` field ``field``."""
+    return "--dataset-option" if field == "dataset_options" else "--" + field.replace("_", "-")
+
+
+def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
+    """Add a flag for each `RunConfig` field in ``names`` (all by default); unset flags stay absent."""
+    for field in dataclasses.fields(RunConfig):
+        if names is not None and field.name not in names:
+            continue
+        flag = config_flag(field.name)
+        if field.name == "dataset_options":
+            parser.add_argument(flag, dest="dataset_options", action=DatasetOption, metavar="KEY=VALUE",
+                                default=argparse.SUPPRESS, help="a dataset option, e.g. label_granularity=coarse "
+                                "(repeatable)")
+            continue
+        aliases = [flag, "--scheme"] if field.name == "partition" else [flag]
+        help_text = HELP[field.name]
+        if "(default" not in help_text:
+            help_text += f" (default {field.default})"
+        if "bool" in str(field.type):
+            parser.add_argument(*aliases, dest=field.name, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+            continue
+        kind = int if "int" in str(field.type) else float if "float" in str(field.type) else str
+        parser.add_argument(*aliases, dest=field.name, type=kind, choices=CHOICES.get(field.name),
+                            default=argparse.SUPPRESS, help=help_text, metavar=None if field.name in CHOICES else
+                            field.name.upper())
+
+
+# Library parameter -> the flag that sets it: every RunConfig field, the aliases, and compare's list.
+PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
+PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
+PARAMETER_FLAGS["strategies"] = "--strategies"
+
+
+def flag_message(message: str) -> str:
+    """Return an error message with each backticked library parameter replaced by the flag that sets it.
+
+    A registry's ``name`` takes the flag of the field its kind names ("unknown dataset
+    `name`" -> ``--dataset``); the keys of dataset options (after "option") stay as they are.
+
+    Examples
+    --------
+    >>> flag_message("`num_classes_per_partition`=11 exceeds the 10 classes in `labels`")
+    '`--classes-per-partition`=11 exceeds the 10 classes in `labels`'
+    >>> flag_message("unknown dataset `name`='imagenet'")
+    "unknown dataset `--dataset`='imagenet'"
+    """
+
+    def swap(match: re.Match) -> str:
+        word, name = match.group(1), match.group(2)
+        if word == "option":
+            return match.group(0)
+        flag = PARAMETER_FLAGS.get(word if name == "name" else name)
+        return match.group(0) if flag is None else f"{word + ' ' if word else ''}`{flag}`"
+
+    return re.sub(r"(?:\b(\w+) )?`(\w+)`", swap, message)
+
+
+class DatasetOption(argparse.Action):
+    """Collect ``--dataset-option KEY=VALUE`` into a dict, reading VALUE as TOML would (numbers, booleans)."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        import tomllib
+
+        key, separator, text = value.partition("=")
+        if not separator or not key:
+            parser.error(f"--dataset-option needs KEY=VALUE, got {value!r}")
+        try:
+            parsed = tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError:
+            parsed = text  # a bare word such as `coarse` is a string
+        options = dict(getattr(namespace, self.dest, None) or {})
+        options[key.replace("-", "_")] = parsed
+        setattr(namespace, self.dest, options)

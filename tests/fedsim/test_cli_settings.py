@@ -1,0 +1,127 @@
+"""Settings are used or refused, errors speak in the user's flags and files, the help says what each flag means."""
+
+import dataclasses
+import json
+
+import pytest
+
+from fedsim import cli
+from fedsim.cli_flags import HELP
+from fedsim.config import RunConfig
+from partitions import Partition
+
+from .test_cli import fedsim
+
+QUICK = ["--model", "mlp", "--rounds", "1", "--batch-size", "20", "--num-partitions", "4", "--quiet"]
+
+
+def error_line(result) -> str:
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == "", "nothing may be printed before the error"
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--partition", "iid", "--alpha", "0.1"], "`--alpha`=0.1 does nothing with `--partition`='iid'"),
+        (["--partition", "dirichlet", "--shards-per-partition", "3"], "`--shards-per-partition`=3 does nothing"),
+        (["--strategy", "allreduce", "--mu", "5"], "`--mu`=5.0 does nothing with `--strategy`='allreduce'"),
+        (["--strategy", "allreduce", "--local-epochs", "2"], "`--local-epochs`=2 does nothing"),
+        (["--dataset-option", "root=/tmp"], "`--dataset-option` may not set 'root': it is the setting `--data-root`"),
+        (["--dtype", "float64", "--amp"], "`--amp`=True computes in bfloat16/float16"),
+        (["--alpha", "nan"], "`--alpha` must be a finite number > 0, got nan"),
+    ],
+)
+def test_settings_a_run_would_ignore_are_refused_in_flags(tmp_path, flags, message):
+    assert message in error_line(fedsim("run", *QUICK, *flags, "--out", str(tmp_path / "r")))
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_bad_value_in_the_toml_file_is_named_by_file_and_line_even_when_a_flag_overrides_it(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text('[run]\nstrategy = "fedavg"\nlr = -1\n')
+    line = error_line(fedsim("run", "--config", str(toml), "--lr", "0.1", *QUICK, "--out", str(tmp_path / "r")))
+    assert f"{toml}, line 3:" in line and "`--lr` must be a finite number > 0, got -1" in line
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b'[run]\nmodel = "\xff"\n', "is not UTF-8 text"),
+        (b"[run]\ndata_root = 5\n", "line 2: `--data-root` must be a folder path (text), got 5"),
+        (b"[run]\nrounds = \n", "is not valid TOML"),
+    ],
+)
+def test_a_broken_toml_file_is_named(tmp_path, content, message):
+    toml = tmp_path / "run.toml"
+    toml.write_bytes(content)
+    line = error_line(fedsim("run", "--config", str(toml), *QUICK, "--out", str(tmp_path / "r")))
+    assert str(toml) in line and message in line
+
+
+def test_a_corrupt_config_json_in_a_run_folder_is_named(tmp_path):
+    out = tmp_path / "r"
+    assert fedsim("run", *QUICK, "--out", str(out)).returncode == 0
+    (out / "config.json").write_text("{not json")
+    line = error_line(fedsim("run", *QUICK, "--out", str(out), "--resume"))
+    assert f"{out / 'config.json'} is damaged" in line
+
+
+def test_a_saved_partition_is_used_and_checked_against_the_dataset(tmp_path):
+    saved = tmp_path / "p.json"
+    assert fedsim("partition", "--scheme", "iid", "--num-partitions", "4", "--out", str(saved)).returncode == 0
+    result = fedsim("run", *[a for a in QUICK if a not in ("--num-partitions", "4")], "--partition-file", str(saved),
+                    "--out", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    assert Partition.load(tmp_path / "r" / "partition.json") == Partition.load(saved)
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["partition_file"] == str(saved)
+    other = fedsim("run", *QUICK, "--dataset", "digits", "--partition-file", str(saved), "--out", str(tmp_path / "d"))
+    assert "`--partition-file`" in error_line(other) and "partitions 4000 samples" in error_line(other)
+    with_alpha = fedsim("run", *QUICK, "--partition-file", str(saved), "--alpha", "0.1", "--out", str(tmp_path / "a"))
+    assert "`--alpha`=0.1 does nothing with `--partition-file`" in error_line(with_alpha)
+    more = fedsim("run", *QUICK[:-2], "--num-partitions", "5", "--partition-file", str(saved), "--out", str(tmp_path / "m"))
+    assert "holds 4 partitions but `--num-partitions` is 5" in error_line(more)
+
+
+def test_partition_refuses_to_overwrite_unless_forced_and_checks_the_plot_path_first(tmp_path):
+    out = tmp_path / "p.json"
+    base = ["partition", "--scheme", "iid", "--num-partitions", "4", "--out", str(out)]
+    assert fedsim(*base).returncode == 0
+    before = out.read_text()
+    assert "`--out`" in error_line(fedsim(*base, "--seed", "1")) and out.read_text() == before
+    assert fedsim(*base, "--seed", "1", "--force").returncode == 0 and out.read_text() != before
+    out.unlink()
+    line = error_line(fedsim(*base, "--plot", str(tmp_path / "missing" / "p.png")))
+    assert "--plot" in line and not out.exists()
+
+
+def test_download_without_a_network_says_so(tmp_path, monkeypatch, capsys):
+    import torchvision.datasets
+
+    # A port on loopback that nothing listens on stands in for an unreachable mirror.
+    monkeypatch.setattr(torchvision.datasets.MNIST, "mirrors", ["http://127.0.0.1:9/"])
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["run", *QUICK, "--dataset", "mnist", "--data-root", str(tmp_path / "data"), "--download",
+                  "--out", str(tmp_path / "r")])
+    assert stop.value.code == 2
+    assert "Downloading them failed: no network could be reached" in capsys.readouterr().err
+
+
+def test_datasets_says_what_is_embedded_and_where_it_looks(tmp_path):
+    result = fedsim("datasets", "--data-root", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line for line in result.stdout.splitlines() if line and not line.startswith("data root")}
+    assert "embedded" in rows["mnist-5k"] and "missing" in rows["mnist"] and str(tmp_path / "MNIST") in rows["mnist"]
+    assert f"data root: {tmp_path}" in result.stdout
+
+
+def test_version_and_help(tmp_path):
+    assert fedsim("--version").stdout.strip().startswith("fedsim 0.")
+    assert set(HELP) >= {field.name for field in dataclasses.fields(RunConfig)} - {"dataset_options"}
+    text = fedsim("run", "--help").stdout
+    assert "{allreduce,fedavg,reweighted}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
+    assert "equal for allreduce, size for reweighted and fedavg" in " ".join(text.split())
+    assert "(required)" in text and "default None" not in text
