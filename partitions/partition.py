@@ -81,6 +81,51 @@ class Partition(Sequence):
             f"num_samples={self.num_samples}, {params + ', ' if params else ''}seed={self.seed!r})"
         )
 
+    def describe(self) -> str:
+        """Return a short label of the scheme and its parameters, for figure titles and tables.
+
+        The notation is the one papers use (NIID-Bench's ``Dir(alpha)`` and ``#C=k``, McMahan's
+        shards). A partition whose scheme is not one of this package's, or whose parameters were
+        not recorded, is labelled with its scheme name alone.
+
+        Examples
+        --------
+        >>> from partitions import dirichlet, iid, multilabel_dirichlet, pathological, quantity_skew, shards
+        >>> labels = np.repeat(np.arange(4), 25)
+        >>> iid(labels, 4, seed=0).describe()
+        'IID'
+        >>> dirichlet(labels, 4, alpha=0.1, min_partition_size=0, seed=0).describe()
+        'Dir(0.1)'
+        >>> dirichlet(labels, 4, alpha=[0.1, 0.1, 1, 1], min_partition_size=0, seed=0).describe()
+        'Dir(α per class)'
+        >>> dirichlet(labels, 4, alpha=0.5, self_balancing=True, seed=0).describe()
+        'Dir(0.5), self-balancing'
+        >>> pathological(labels, 4, 2, seed=0).describe()
+        '#C=2'
+        >>> shards(labels, 4, seed=0).describe()
+        'shards(2 per client)'
+        >>> quantity_skew(labels, 4, alpha=0.5, min_partition_size=0, seed=0).describe()
+        'quantity Dir(0.5)'
+        >>> multilabel_dirichlet(np.eye(4, dtype=bool)[labels], 4, alpha=1.0, min_partition_size=0, seed=0).describe()
+        'multi-label Dir(1)'
+        >>> Partition([[0], [1]], num_samples=2, scheme="manual").describe()
+        'manual'
+        """
+        params = self.params
+        if self.scheme == "iid":
+            return "IID"
+        if self.scheme in _DIRICHLET_SCHEMES:
+            prefix, alpha_per = _DIRICHLET_SCHEMES[self.scheme]
+            alpha = _concentration_label(params.get("alpha"), alpha_per)
+            if alpha is None:
+                return self.scheme
+            return f"{prefix}({alpha})" + (", self-balancing" if params.get("self_balancing") else "")
+        if self.scheme == "pathological" and "num_classes_per_partition" in params:
+            return f"#C={params['num_classes_per_partition']}"
+        if self.scheme == "shards" and "shards_per_partition" in params:
+            return f"shards({params['shards_per_partition']} per client)"
+        return self.scheme
+
     # -- views -------------------------------------------------------------------------
     @property
     def num_partitions(self) -> int:
@@ -212,6 +257,30 @@ class Partition(Sequence):
         except json.JSONDecodeError as error:
             raise ValueError(f"{path} is a corrupt partition file: invalid JSON ({error})") from None
         return cls.from_dict(data, source=str(path))
+
+
+#: Label prefix of each Dirichlet scheme, and what its per-entry concentration vector runs over.
+_DIRICHLET_SCHEMES = {
+    "dirichlet": ("Dir", "class"),
+    "multilabel_dirichlet": ("multi-label Dir", "class"),
+    "quantity_skew": ("quantity Dir", "partition"),
+}
+
+
+def _concentration_label(alpha, alpha_per: str) -> str | None:
+    """Return a concentration as ``0.5``, or ``α per class`` for a vector of differing values; None if unreadable."""
+    if alpha is None:
+        return None
+    try:
+        values = np.asarray(alpha, dtype=float).ravel()
+    except (TypeError, ValueError):
+        # params also come from partition files, which may hold anything: fall back rather than fail a plot
+        return None
+    if values.size == 0:
+        return None
+    if np.all(values == values[0]):
+        return f"{values[0]:g}"
+    return f"α per {alpha_per}"
 
 
 def _check_disjoint_in_range(indices: Sequence[np.ndarray], num_samples: int) -> None:
