@@ -48,7 +48,7 @@ def main(argv=None) -> None:
     numbers = {name: heterogeneity(partition, labels) for name, partition in schemes.items()}
     write_atomic(out / "summary.json", json.dumps(numbers, indent=2))
     for name, partition in schemes.items():
-        stacked_bars(partition, labels, path=out / f"{slug(name)}.png", title=f"{args.dataset} {name}")
+        stacked_bars(partition, labels, path=out / f"{slug(name)}.png", title=args.dataset)
         partition.save(out / f"{slug(name)}.json")
     compare(schemes, labels, path=out / "comparison.png")
     print(f"\ntables and figures written to {out}/")

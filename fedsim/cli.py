@@ -117,7 +117,10 @@ def command_partition(args) -> None:
     if args.plot:
         from partitions.plot import check_figure_path
 
-        check_figure_path(args.plot)
+        try:
+            check_figure_path(args.plot)
+        except (ValueError, OSError) as error:
+            raise type(error)(str(error).replace("`path`", "`--plot`")) from None
     dataset = config.load_dataset()
     labels = dataset.train_labels.numpy()
     partition = partition_for(config, labels)
@@ -125,24 +128,18 @@ def command_partition(args) -> None:
     if args.plot:
         from partitions.plot import stacked_bars
 
-        stacked_bars(partition, labels, path=args.plot, title=f"{config.dataset}, {name}",
-                     class_names=dataset.class_names)
+        stacked_bars(partition, labels, path=args.plot, title=config.dataset, class_names=dataset.class_names)
     path = partition.save(args.out)
     print(summary({f"{config.dataset} {name}": partition}, labels))
     print(f"partition written to {path}" + (f", plot to {args.plot}" if args.plot else ""))
 
 
 def check_new_file(path, flag: str, *, force: bool) -> None:
-    """Refuse to overwrite an existing file unless ``--force``, and a path that is a folder."""
-    from pathlib import Path
+    """Refuse a path that cannot be written, and an existing file unless ``--force``: nothing is overwritten unasked."""
+    from partitions._io import check_writable
 
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"`{flag}` {path} is a folder, not a file")
-    if path.exists() and not force:
+    if check_writable(path, flag).exists() and not force:
         raise ValueError(f"`{flag}` {path} exists; pass `--force` to overwrite it, or choose another path")
-    if not path.parent.is_dir():
-        raise ValueError(f"cannot write `{flag}` {path}: the folder {path.parent} does not exist")
 
 
 def command_datasets(args) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 

@@ -16,7 +16,7 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     rows_by_strategy : dict
         Strategy name -> the per-round rows of its run (``metrics.csv`` rows).
     path : str or Path, optional
-        Where to write the PNG (atomically).
+        Where to write the figure (atomically), in the format its extension names (.png, .pdf, .svg, ...).
     title : str, optional
 
     Returns

@@ -302,7 +302,7 @@ def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict
 
 def run_title(config, partition) -> str:
     """Return a figure title naming the data, the model and the partition with its parameters."""
-    return f"{config.dataset}, {config.model}, {partition.scheme}, K={partition.num_partitions}"
+    return f"{config.dataset}, {config.model}, {partition.describe()}, K={partition.num_partitions}"
 
 
 def _log_line(row) -> str:

@@ -57,6 +57,30 @@ def write_atomic(path, content: str | bytes) -> None:
         stream.write(data)
 
 
+def check_writable(path, name: str = "path") -> Path:
+    """Check, creating nothing, that a file can be written at ``path``; return it as a `Path`.
+
+    ``path`` must not be a folder; its folder may be missing (writers create it), but then the
+    nearest folder that exists must be a writable folder. Errors name ``name``.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is a folder, or a file stands where one of its folders should be.
+    PermissionError
+        The folder it would be written in is not writable.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"`{name}`={str(path)!r} is a folder: give a file name")
+    folder = next(folder for folder in (path.parent, *path.parent.parents) if folder.exists())
+    if not folder.is_dir():
+        raise ValueError(f"`{name}`={str(path)!r} cannot be written: {str(folder)!r} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(f"`{name}`={str(path)!r} cannot be written: the folder {str(folder)!r} is not writable")
+    return path
+
+
 def _create_beside(path: Path) -> tuple[Path, int]:
     """Create a new, empty temporary file next to ``path`` and return its path and descriptor."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)

@@ -17,7 +17,7 @@ def test_partition_mnist5k_out_of_the_box(tmp_path):
         "--seed", "3", "--out", str(tmp_path / "p.json"), "--plot", str(tmp_path / "p.png"),
     )
     assert result.returncode == 0, result.stderr
-    assert "mnist-5k dirichlet" in result.stdout and "Hellinger" in result.stdout
+    assert "mnist-5k Dir(0.1)" in result.stdout and "Hellinger" in result.stdout
     partition = Partition.load(tmp_path / "p.json")
     assert (partition.num_partitions, partition.num_samples, partition.seed) == (10, 4000, 3)
     assert partition.params["alpha"] == 0.1

@@ -82,7 +82,8 @@ def test_a_saved_partition_is_used_and_checked_against_the_dataset(tmp_path):
     assert "`--partition-file`" in error_line(other) and "partitions 4000 samples" in error_line(other)
     with_alpha = fedsim("run", *QUICK, "--partition-file", str(saved), "--alpha", "0.1", "--out", str(tmp_path / "a"))
     assert "`--alpha`=0.1 does nothing with `--partition-file`" in error_line(with_alpha)
-    more = fedsim("run", *QUICK[:-2], "--num-partitions", "5", "--partition-file", str(saved), "--out", str(tmp_path / "m"))
+    five = [arg if arg != "4" else "5" for arg in QUICK]
+    more = fedsim("run", *five, "--partition-file", str(saved), "--out", str(tmp_path / "m"))
     assert "holds 4 partitions but `--num-partitions` is 5" in error_line(more)
 
 
@@ -94,8 +95,12 @@ def test_partition_refuses_to_overwrite_unless_forced_and_checks_the_plot_path_f
     assert "`--out`" in error_line(fedsim(*base, "--seed", "1")) and out.read_text() == before
     assert fedsim(*base, "--seed", "1", "--force").returncode == 0 and out.read_text() != before
     out.unlink()
-    line = error_line(fedsim(*base, "--plot", str(tmp_path / "missing" / "p.png")))
-    assert "--plot" in line and not out.exists()
+    (tmp_path / "a_file").write_text("x")
+    for plot, message in [(tmp_path / "a_file" / "p.png", "is a file, not a folder"), (tmp_path / "p.docx", ".docx")]:
+        line = error_line(fedsim(*base, "--plot", str(plot)))
+        assert "`--plot`" in line and message in line and not out.exists()  # refused before any work
+    assert fedsim(*base, "--plot", str(tmp_path / "figures" / "p.pdf")).returncode == 0
+    assert (tmp_path / "figures" / "p.pdf").read_bytes().startswith(b"%PDF")
 
 
 def test_download_without_a_network_says_so(tmp_path, monkeypatch, capsys):
