@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._checks import check_labels
+from ._checks import check_integer, check_labels
 from ._io import write_atomic
 
 FORMAT_NAME = "fedsim.partition"
@@ -151,9 +151,8 @@ class Partition(Sequence):
 
     def shard(self, rank: int) -> np.ndarray:
         """Return the sample indices of partition ``rank`` (a DDP rank or client id)."""
-        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)):
-            raise TypeError(f"`rank` must be an integer, got {rank!r}")
-        if not 0 <= rank < len(self):
+        rank = check_integer("rank", rank, minimum=0)
+        if rank >= len(self):
             raise ValueError(f"`rank` must be between 0 and {len(self) - 1}, got {rank}")
         return self._indices[rank]
 
