@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import shlex
+import signal
 import sys
 
 from . import __version__
@@ -203,8 +204,10 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, RuntimeError, OSError) as error:
         parser.exit(2, f"fedsim {args.command}: error: {flag_message(str(error))}\n")
     except RunInterrupted as stop:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn the one line into a traceback
         parser.exit(INTERRUPTED, f"fedsim {args.command}: {stop}{resume_advice(stop, argv)}\n")
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         parser.exit(INTERRUPTED, f"fedsim {args.command}: interrupted before the first round; nothing was saved\n")
     return 0
 

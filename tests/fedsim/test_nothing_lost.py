@@ -103,7 +103,8 @@ def _start(out, *extra):
 
 
 @pytest.mark.slow
-def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path):
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path, presses):
     out = tmp_path / "run"
     process, args = _start(out)
     checkpoint = out / "checkpoint.pt"
@@ -111,7 +112,9 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path):
     while time.monotonic() < deadline and process.poll() is None and not checkpoint.exists():
         time.sleep(0.05)
     assert process.poll() is None, process.communicate()
-    process.send_signal(signal.SIGINT)
+    for _ in range(presses):  # a second press, as an impatient user gives, changes nothing
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.02)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130
     lines = stderr.strip().splitlines()
