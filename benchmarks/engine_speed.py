@@ -82,7 +82,7 @@ def peak_rss_child(num_clients: int) -> None:
     """Run one FedAvg round with ``num_clients`` IID clients of the CNN and print the peak RSS in MiB."""
     data = load_dataset("mnist-5k")
     config = RunConfig(strategy="fedavg", model="cnn", partition="iid", num_partitions=num_clients, batch_size=10,
-                       rounds=1, min_partition_size=1)
+                       rounds=1)
     run(config, data=data)
     print(json.dumps({"clients": num_clients, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 

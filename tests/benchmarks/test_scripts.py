@@ -38,3 +38,8 @@ def test_strategy_sweep_writes_table_and_figure(tmp_path):
     assert set(results) == {"IID", "Dir(0.5)", "Dir(0.1)", "#C=2", "shards"}
     assert set(results["IID"]) == {"allreduce", "reweighted", "fedavg"}
     assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+def test_engine_speed_memory_child_runs_a_round():
+    out = script("engine_speed.py", "--rss-child", "10")
+    assert json.loads(out.strip().splitlines()[-1])["clients"] == 10
