@@ -10,7 +10,7 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from .checks import check_choice, check_integer, check_number
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
-from .strategies import SETTINGS, check_strategy_names, get_strategy
+from .strategies import SETTINGS, check_strategy_names, get_strategy, rule_for, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -223,7 +223,7 @@ class RunConfig:
         for name, default in defaults.items():
             value = getattr(self, name)
             if value != default and not strategy.reads(name, self.weights):
-                raise ValueError(_unread_message(name, value, {self.strategy: self.weights}, comparison=False))
+                raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
 
     @property
     def torch_dtype(self):
@@ -316,12 +316,12 @@ class RunConfig:
                         f"`weights`={weights!r} does not apply to {name!r} in `strategies`, which takes "
                         f"{', '.join(rules)}; use one of those or remove {name!r} from `strategies`"
                     )
-        rules = {name: _rule(name, weights) for name in names}
+        rules = {name: rule_for(name, weights) for name in names}
         defaults = _setting_defaults()
         for field, value in values.items():
             if field in defaults and value != defaults[field] and not any(
                     get_strategy(name).reads(field, rules[name]) for name in names):
-                raise ValueError(_unread_message(field, value, rules, comparison=True))
+                raise ValueError(unread_message(field, value, rules, comparison=True))
         configs = {}
         for name in names:
             strategy = get_strategy(name)
@@ -395,25 +395,3 @@ def field_values(mapping: Mapping, source: str) -> dict:
 def _setting_defaults() -> dict:
     """Return the default of every strategy-specific field (`fedsim.strategies.SETTINGS`)."""
     return {field.name: field.default for field in fields(RunConfig) if field.name in SETTINGS}
-
-
-def _rule(strategy: str, weights: str | None) -> str:
-    """Return the weight rule ``strategy`` runs with when ``weights`` is asked for: it, if it applies."""
-    rules = get_strategy(strategy).weight_rules
-    return weights if weights in rules else rules[0]
-
-
-def _unread_message(field: str, value, rules: Mapping[str, str], comparison: bool) -> str:
-    """Return the error for ``field`` set to ``value`` where no strategy in ``rules`` (name -> weight rule) reads it."""
-    setting = SETTINGS[field]
-    names = list(rules)
-    context = f"`strategies`={','.join(names)!r}" if comparison else f"`strategy`={names[0]!r}"
-    listed = [name for name in names if name in setting.strategies]
-    if listed:  # a strategy that reads it is there, but under another weight rule
-        context, way_out = f"`weights`={rules[listed[0]]!r}", f"use `weights`={setting.weights!r}"
-    else:
-        readers = " or ".join(repr(name) for name in sorted(setting.strategies))
-        way_out = f"add {readers} to `strategies`" if comparison else f"use `strategy`={readers}"
-        if setting.weights:
-            way_out += f" with `weights`={setting.weights!r}"
-    return f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); remove it or {way_out}"

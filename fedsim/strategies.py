@@ -17,7 +17,7 @@ A config that sets one of them for a strategy that does not read it is refused.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from .registry import Registry
@@ -144,3 +144,25 @@ def check_strategy_names(strategies: Iterable[str]) -> list[str]:
     if repeated is not None:
         raise ValueError(f"`strategies` names {repeated!r} twice; name each strategy once")
     return names
+
+
+def rule_for(strategy: str, weights: str | None) -> str:
+    """Return the weight rule ``strategy`` runs with when ``weights`` is asked for: it, if it applies."""
+    rules = get_strategy(strategy).weight_rules
+    return weights if weights in rules else rules[0]
+
+
+def unread_message(field: str, value, rules: Mapping[str, str], comparison: bool) -> str:
+    """Return the error for ``field`` set to ``value`` where no strategy in ``rules`` (name -> weight rule) reads it."""
+    setting = SETTINGS[field]
+    names = list(rules)
+    context = f"`strategies`={','.join(names)!r}" if comparison else f"`strategy`={names[0]!r}"
+    listed = [name for name in names if name in setting.strategies]
+    if listed:  # a strategy that reads it is there, but under another weight rule
+        context, way_out = f"`weights`={rules[listed[0]]!r}", f"use `weights`={setting.weights!r}"
+    else:
+        readers = " or ".join(repr(name) for name in sorted(setting.strategies))
+        way_out = f"add {readers} to `strategies`" if comparison else f"use `strategy`={readers}"
+        if setting.weights:
+            way_out += f" with `weights`={setting.weights!r}"
+    return f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); remove it or {way_out}"
