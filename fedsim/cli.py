@@ -16,9 +16,11 @@ import dataclasses
 import shlex
 import signal
 import sys
+import warnings
+from pathlib import Path
 
 from . import __version__
-from .cli_flags import PARTITION_FIELDS, add_config_flags, flag_message
+from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, flag_message
 from .config import RunConfig, merge_settings
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
@@ -36,19 +38,21 @@ def settings_from_args(args) -> tuple[dict, str]:
     if getattr(args, "config", None):
         settings, source = merge_settings(RunConfig.read_toml(args.config), flags), str(args.config)
     if settings.get("partition_file") and "num_partitions" not in settings:
-        from partitions import Partition
+        from .partitioning import load_partition_file
 
-        try:
-            settings["num_partitions"] = Partition.load(settings["partition_file"]).num_partitions
-        except FileNotFoundError:
-            raise ValueError(f"`partition_file` {settings['partition_file']} does not exist") from None
+        settings["num_partitions"] = load_partition_file(settings["partition_file"]).num_partitions
     return settings, source
 
 
 def config_from_args(args) -> RunConfig:
     """Return the `RunConfig` of the parsed flags on top of ``--config`` (if given) and the defaults."""
     settings, source = settings_from_args(args)
-    return RunConfig.from_mapping(settings, source=source)
+    try:
+        return RunConfig.from_mapping(settings, source=source)
+    except (ValueError, TypeError) as error:
+        if source == "the flags":
+            raise
+        raise type(error)(f"{error} (settings from {source} and the flags)") from None
 
 
 def prepare(config: RunConfig):
@@ -73,14 +77,14 @@ def command_run(args) -> None:
     from .results import RunFolder
     from .strategies import get_strategy
 
-    RunFolder(args.out).check(resume=args.resume)
+    RunFolder(args.out).check(resume=args.resume, config=config)
     data, partition = prepare(config)
     print(get_strategy(config.strategy).describe(config))
     result = run(config, args.out, resume=args.resume, quiet=args.quiet, data=data, partition=partition)
     print()
     print(comparison_table({config.strategy: result}))
     print(f"\nresults in {args.out}/ (metrics.csv, summary.json, learning_curves.png, config.json, partition.json, "
-          "checkpoint.pt)")
+          "checkpoint.pt, model.pt, log.txt)")
 
 
 def command_compare(args) -> None:
@@ -88,11 +92,10 @@ def command_compare(args) -> None:
     settings, source = settings_from_args(args)
     names = [name.strip() for name in args.strategies.split(",") if name.strip()]
     configs = RunConfig.for_comparison(settings, names, source=source)  # before importing torch
-    from .compare import compare, comparison_table
-    from .results import RunFolder
+    from .compare import check_comparison, compare, comparison_table
     from .strategies import get_strategy
 
-    RunFolder(args.out, kind="comparison").check(resume=args.resume)
+    check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, resume=args.resume)
     shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
     data, partition = prepare(shared)
     for config in configs.values():
@@ -112,6 +115,10 @@ def command_partition(args) -> None:
     from .partitioning import partition_for
 
     config = config_from_args(args)
+    if not str(args.out).lower().endswith(".json"):
+        raise ValueError(f"`--out` {args.out} must end in .json: the partition is written as JSON")
+    if args.plot and Path(args.plot).resolve() == Path(args.out).resolve():
+        raise ValueError(f"`--plot` and `--out` name the same file {args.out}; give the figure its own name")
     outputs = [args.out] + ([args.plot] if args.plot else [])
     for path in outputs:  # before any work: nothing is overwritten unasked, and the plot can be written
         check_new_file(path, "--out" if path == args.out else "--plot", force=args.force)
@@ -157,25 +164,29 @@ def command_models(args) -> None:
     print("\n".join(list_models()))
 
 
-def _add_training_command(commands, name, help_text, handler):
-    parser = commands.add_parser(name, help=help_text, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--config", help="TOML file of settings (flags given here override it)")
+def _add_training_command(commands, name, help_text, handler, hidden=()):
+    parser = commands.add_parser(name, help=help_text)
+    parser.add_argument("--config", help="TOML file of settings; its keys are the flags' names, and flags given "
+                        "here override its values (default: none)")
     parser.add_argument("--out", required=True, help="results folder: new or empty, or a run to --resume (required)")
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_config_flags(parser)
+    add_config_flags(parser, hidden=hidden)
     parser.set_defaults(handler=handler)
     return parser
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``fedsim`` argument parser."""
-    parser = argparse.ArgumentParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
+    parser = OneLineParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
     parser.add_argument("--version", action="version", version=f"fedsim {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     _add_training_command(commands, "run", "train one strategy", command_run)
-    compare = _add_training_command(commands, "compare", "compare strategies on one partition", command_compare)
-    compare.add_argument("--strategies", default="allreduce,reweighted,fedavg", help="comma-separated strategies")
+    compare = _add_training_command(commands, "compare", "compare strategies on one partition", command_compare,
+                                    hidden=("strategy",))  # --strategies names them; --strategy gets its own error
+    compare.add_argument("--strategies", default="allreduce,reweighted,fedavg",
+                         help="comma-separated strategies, each run on the same partition and initial model "
+                              "(default allreduce,reweighted,fedavg)")
 
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
     add_config_flags(partition, PARTITION_FIELDS)
@@ -199,6 +210,8 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    warnings.showwarning = lambda message, *_, **__: print(
+        f"fedsim {args.command}: warning: {flag_message(str(message))}", file=sys.stderr)
     try:
         args.handler(args)
     except (ValueError, TypeError, RuntimeError, OSError) as error:

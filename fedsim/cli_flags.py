@@ -50,7 +50,8 @@ HELP = {
     "dynamic_rule": "--weights dynamic: score each rank by its loss or its gradient's cosine to the mean",
     "temperature": "--weights dynamic: softmax temperature, > 0",
     "mu": "FedProx proximal weight, >= 0 (fedavg)",
-    "feature_noise": "NIID-Bench feature-noise skew: partition i gets Gaussian input noise sigma * i / (K - 1)",
+    "feature_noise": "NIID-Bench feature-noise skew: partition i gets Gaussian noise of standard deviation "
+                     "sigma * i / (K - 1) on its normalised inputs (unit: standard deviations of the data)",
     "server_lr": "FedAvg server learning rate (1 is plain averaging)",
     "server_momentum": "FedAvgM server momentum in [0, 1)",
     "uneven": "allreduce/reweighted with shards of unequal size: join (DDP Join: a finished rank sits out) "
@@ -61,7 +62,7 @@ HELP = {
     "amp": "mixed precision: bf16 on CPU, fp16 with loss scaling on CUDA",
     "eval_every": "evaluate on the test split every this many rounds (and after the last)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (and after the last)",
-    "label_smoothing": "cross-entropy label smoothing in [0, 1]",
+    "label_smoothing": "cross-entropy label smoothing in [0, 1)",
     "fused": "allreduce/reweighted: one forward of K x B samples where per-rank semantics allow",
     "partition_file": "a partition saved by `fedsim partition` (JSON), used instead of the partition flags "
                       "(default: none, the partition is made from them)",
@@ -111,8 +112,37 @@ def config_flag(field: str) -> str:
     return "--dataset-option" if field == "dataset_options" else "--" + field.replace("_", "-")
 
 
-def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
-    """Add a flag for each `RunConfig` field in ``names`` (all by default); unset flags stay absent."""
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (no usage block), suggesting the flag meant for a typo."""
+
+    def error(self, message):
+        if message.startswith("unrecognized arguments: "):
+            message += _suggestion(self, message.removeprefix("unrecognized arguments: ").split())
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _suggestion(parser: argparse.ArgumentParser, words: list[str]) -> str:
+    """Return "; did you mean --x?" for the first unknown flag close to a flag of ``parser`` or its commands."""
+    import difflib
+
+    flags = set(parser._option_string_actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                flags |= set(command._option_string_actions)
+    for word in words:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=")[0], sorted(flags), n=1)
+            if close:
+                return f"; did you mean {close[0]}?"
+    return ""
+
+
+def add_config_flags(parser: argparse.ArgumentParser, names=None, hidden=()) -> None:
+    """Add a flag for each `RunConfig` field in ``names`` (all by default); unset flags stay absent.
+
+    The fields in ``hidden`` still parse (so that using one gets its own error) but stay out of the help.
+    """
     for field in dataclasses.fields(RunConfig):
         if names is not None and field.name not in names:
             continue
@@ -126,6 +156,8 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None) -> None:
         help_text = HELP[field.name]
         if "(default" not in help_text:
             help_text += f" (default {field.default})"
+        if field.name in hidden:
+            help_text = argparse.SUPPRESS
         if "bool" in str(field.type):
             parser.add_argument(*aliases, dest=field.name, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=help_text)

@@ -8,8 +8,8 @@ from partitions._io import write_atomic
 
 from .engines.inprocess import run
 from .partitioning import partition_for
-from .recorder import run_title
-from .results import RunFolder
+from .recorder import grid_record, run_title
+from .results import RunFolder, read_json
 from .schedule import SampleGrid
 from .strategies import check_strategy_names, get_strategy
 
@@ -50,15 +50,14 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """
     strategies = check_strategy_names(strategies)
     configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
-    folder = RunFolder(out, kind="comparison")
-    folder.check(resume=resume)  # a bad `--out` is reported before any work
+    folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
         partition = partition_for(config, data.train_labels.numpy())
     folder.open(resume=resume)
     out = folder.path
     if not resume:  # each strategy's folder checks its own settings on resume
-        write_atomic(out / "config.json", json.dumps(config.to_dict(), indent=2))
+        write_atomic(out / "config.json", json.dumps({**config.to_dict(), "strategies": list(configs)}, indent=2))
         partition.save(out / "partition.json")
     # every strategy reports on FedAvg's samples grid
     grid = SampleGrid.from_config(configs.get("fedavg", config))
@@ -77,6 +76,28 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
                     title=run_title(config, partition))
     return results
+
+
+def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
+    """Check, changing nothing, that ``out`` can take this comparison, or holds it to resume; return its folder.
+
+    Resuming needs the same strategies and the same settings of each (each strategy's own run
+    folder is checked as `fedsim.results.RunFolder.check` checks a run).
+    """
+    folder = RunFolder(out, kind="comparison")
+    folder.check(resume=resume)
+    if not resume:
+        return folder
+    saved = read_json(folder.path / "config.json").get("strategies")
+    if saved is not None and saved != list(configs):
+        raise ValueError(f"cannot resume {folder.path}: it compares {','.join(saved)}, not {','.join(configs)}; "
+                         f"resume with `strategies`={','.join(saved)!r}, or choose another `--out`")
+    grid = SampleGrid.from_config(configs.get("fedavg", config))
+    for name, run_config in configs.items():
+        strategy_folder = RunFolder(folder.path / name)
+        if strategy_folder.holds_run():
+            strategy_folder.check(resume=True, config=run_config, extra=grid_record(run_config, grid))
+    return folder
 
 
 def strategy_config(config, name: str):

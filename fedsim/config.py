@@ -205,6 +205,9 @@ class RunConfig:
                 f"use one of {', '.join(allowed)}"
                 + ("" if self.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
             )
+        if self.local_steps is not None and self.local_epochs != 1:
+            raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
+                             "sets the local work; give one of the two")
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")
@@ -386,6 +389,8 @@ def field_values(mapping: Mapping, source: str) -> dict:
     """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
     known = {field.name for field in fields(RunConfig)}
     values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
+    if "dataset_option" in values:  # the flag's own spelling, --dataset-option
+        values["dataset_options"] = values.pop("dataset_option")
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")

@@ -36,6 +36,10 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
         by_bytes.plot(megabytes, accuracy, marker="o", markersize=3, label=strategy)
     by_round.set(xlabel="round (a FedAvg round's worth of samples)", ylabel="test accuracy")
     by_bytes.set(xlabel="MB communicated (all ranks, up + down)", ylabel="test accuracy", xscale="log")
+    from matplotlib.ticker import MaxNLocator, NullFormatter
+
+    by_round.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+    by_bytes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks of a log axis run into each other
     for axes in (by_round, by_bytes):
         axes.grid(alpha=0.3)
         axes.legend()

@@ -146,19 +146,23 @@ def partition_for(config, labels) -> partitions.Partition:
     )
 
 
-def load_partition_file(path, labels, num_partitions: int) -> partitions.Partition:
-    """Load a saved partition and check it fits ``labels`` (one index per sample) and ``num_partitions``."""
+def load_partition_file(path, labels=None, num_partitions: int | None = None) -> partitions.Partition:
+    """Load a saved partition and check it fits ``labels`` (one index per sample) and ``num_partitions``, if given."""
     try:
         partition = partitions.Partition.load(path)
     except FileNotFoundError:
         raise ValueError(f"`partition_file` {path} does not exist") from None
+    except IsADirectoryError:
+        raise ValueError(f"`partition_file` {path} is a folder, not a partition file") from None
+    if labels is None:
+        return partition
     num_samples = len(labels)
     if partition.num_samples != num_samples:
         raise ValueError(
             f"`partition_file` {path} partitions {partition.num_samples} samples but the dataset's training split "
             f"has {num_samples}: it was made for another dataset (or `dataset_options`)"
         )
-    if partition.num_partitions != num_partitions:
+    if num_partitions is not None and partition.num_partitions != num_partitions:
         raise ValueError(
             f"`partition_file` {path} holds {partition.num_partitions} partitions but `num_partitions` is "
             f"{num_partitions}; set `num_partitions` to {partition.num_partitions}"

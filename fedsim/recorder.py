@@ -138,8 +138,7 @@ class Recorder:
         """Write the run's config and partition (or check them when resuming); return what to resume from."""
         restored = None
         if self.folder is not None:
-            own_grid = self.grid == SampleGrid.from_config(self.config)
-            extra = {} if own_grid else {"sample_grid": dataclasses.asdict(self.grid)}
+            extra = grid_record(self.config, self.grid)
             checkpoint = self.folder.start(self.config, self.partition, resume=self.resume, extra=extra)
             if checkpoint is not None:
                 restored = self._restore(checkpoint)
@@ -275,6 +274,13 @@ class Recorder:
         # rounds logged after the checkpoint are replayed: their old lines go
         self.folder.rewrite_log([*map(_log_line, self.rows), f"resumed from the checkpoint of round {self.progress.round}"])
         return Restored(checkpoint["global_state"], checkpoint["engine"])
+
+
+def grid_record(config, grid: SampleGrid | None) -> dict:
+    """Return what ``config.json`` records of ``grid`` beside the config: nothing when it is the config's own."""
+    if grid is None or grid == SampleGrid.from_config(config):
+        return {}
+    return {"sample_grid": dataclasses.asdict(grid)}
 
 
 def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict:

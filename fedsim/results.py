@@ -76,36 +76,33 @@ class RunFolder:
         except OSError as error:
             raise ValueError(f"cannot write to {self.path}: {error.strerror or error}") from None
 
-    def check(self, *, resume: bool) -> None:
-        """Check, changing nothing, that the folder can take a fresh run (new or empty) or holds one to resume.
+    def check(self, *, resume: bool, config=None, extra: dict | None = None) -> dict | None:
+        """Check, changing nothing, that the folder can take a fresh run or holds this run to resume.
 
-        Called before any work, so that a bad ``--out`` is reported at once.
+        Called before any work, so that a bad ``--out`` is reported at once. A fresh run needs a
+        new or empty folder, or one of its own runs that stopped before finishing a round (there
+        is nothing in it to lose). Resuming needs a run folder with a readable config, partition
+        and checkpoint, and, when ``config`` is given, the same settings (``extra`` too, see
+        `start`) and no more rounds done than ``config.rounds``.
+
+        Returns
+        -------
+        dict or None
+            The checkpoint to resume from, when ``resume`` and ``config`` are given.
 
         Raises
         ------
         ValueError
-            A missing or foreign folder to resume, or a folder to start in that is a file,
-            holds a run already, or holds other files.
+            When the folder cannot take the run; the message says why and what to do.
         """
         what = "comparison" if self.kind == "comparison" else "run"
-        if resume:
-            if not self.path.exists():
-                raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `--out`, "
-                                 "or drop `--resume` to start a new run")
-            if not self.holds_run():
-                raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
-                                 "check `--out`, or drop `--resume` to start a new run in an empty folder")
-            read_json(self.path / "config.json")  # a damaged one is named before any work
-            if self.kind == "run" and not (self.path / "checkpoint.pt").exists():
-                raise ValueError(
-                    f"cannot resume {self.path}: it has no checkpoint.pt (the run stopped before its first "
-                    "checkpoint, or the file was removed), so nothing of it can be continued; start it again "
-                    "with another `--out`"
-                )
-            return
+        if str(self.path) in ("", "."):
+            raise ValueError("`--out` is empty: name a folder for the results")
         if self.path.exists() and not self.path.is_dir():
             raise ValueError(f"`--out` {self.path} is a file, not a folder; choose a folder")
-        if self.path.is_dir() and any(self.path.iterdir()):
+        if resume:
+            return self._check_resume(what, config, extra)
+        if self.path.is_dir() and any(self.path.iterdir()) and not self._never_finished_a_round():
             if self.holds_run():
                 raise ValueError(f"{self.path} already holds a {what}; pass `--resume` to continue it, "
                                  "or choose another `--out`")
@@ -115,6 +112,53 @@ class RunFolder:
         if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
             raise ValueError(f"cannot write to {self.path}: {reason} ({parent})")
+        return None
+
+    def _never_finished_a_round(self) -> bool:
+        """Whether the folder holds a run of ours that stopped before writing any result (a crash in round 1)."""
+        return self.kind == "run" and self.holds_run() and not any(
+            (self.path / name).exists() for name in ("metrics.csv", "checkpoint.pt"))
+
+    def _check_resume(self, what: str, config, extra) -> dict | None:
+        if not self.path.exists():
+            raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `--out`, "
+                             "or drop `--resume` to start a new run")
+        if not self.holds_run():
+            other = RunFolder(self.path, "run" if self.kind == "comparison" else "comparison")
+            if other.holds_run():
+                raise ValueError(f"cannot resume {self.path} as a {what}: it holds a single fedsim {other.kind}; "
+                                 f"continue it with `fedsim {'run' if other.kind == 'run' else 'compare'}`")
+            raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
+                             "check `--out`, or drop `--resume` to start a new run in an empty folder")
+        saved = read_json(self.path / "config.json")  # a damaged one is named before any work
+        if self.kind != "run":
+            return None
+        if self._never_finished_a_round():
+            raise ValueError(f"cannot resume {self.path}: the run stopped before finishing its first round, so there "
+                             "is nothing to continue; drop `--resume` to start it again in the same folder")
+        if not (self.path / "checkpoint.pt").exists():
+            raise ValueError(
+                f"cannot resume {self.path}: it has no checkpoint.pt (the file was removed, or the run stopped before "
+                "its first checkpoint), so nothing of it can be continued; start it again with another `--out`"
+            )
+        if config is None:
+            return None
+        # fields added since the run was saved take their defaults, as the run did
+        saved = {**type(config)().to_dict(), **saved}
+        current = {**config.to_dict(), **(extra or {})}
+        differing = sorted(key for key in set(saved) | set(current)
+                           if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
+        if differing:
+            shown = ", ".join(f"`{key}` {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
+            raise ValueError(f"cannot resume {self.path}: it holds a run of other settings ({shown}); "
+                             "resume with the same settings, or choose another `--out`")
+        if (self.path / "partition.json").exists():
+            Partition.load(self.path / "partition.json")  # a damaged one is named here, before any work
+        checkpoint = self.load_checkpoint()
+        if checkpoint["progress"]["round"] > config.rounds:
+            raise ValueError(f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already "
+                             f"at round {checkpoint['progress']['round']}; give `rounds` >= that")
+        return checkpoint
 
     def start(self, config, partition: Partition, *, resume: bool, extra: dict | None = None) -> dict | None:
         """Write the config and partition, or check them against the folder's when resuming.
@@ -126,36 +170,18 @@ class RunFolder:
         Raises
         ------
         ValueError
-            Resuming a folder that holds no run, no checkpoint, or a run of a different config
-            or partition; or starting afresh in a folder `open` refuses.
+            Whatever `check` refuses, and a partition that differs from the folder's.
         """
-        self.open(resume=resume)
         config_path, partition_path = self.path / "config.json", self.path / "partition.json"
         current = {**config.to_dict(), **(extra or {})}
         if not resume:
+            self.open(resume=False)
             write_atomic(config_path, json.dumps(current, indent=2))
             partition.save(partition_path)
             return None
-        # fields added since the run was saved take their defaults, as the run did
-        saved = {**type(config)().to_dict(), **read_json(config_path)}
-        differing = sorted(key for key in set(saved) | set(current)
-                           if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
-        if differing:
-            shown = ", ".join(f"{key}: {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
-            raise ValueError(
-                f"cannot resume {self.path}: it holds a run of a different config ({shown}); "
-                "rerun with the same settings, or choose another `--out`"
-            )
+        checkpoint = self.check(resume=True, config=config, extra=extra)
         if partition_path.exists() and Partition.load(partition_path) != partition:
             raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
-        checkpoint = self.load_checkpoint()
-        if checkpoint is None:  # removed since `check`
-            raise ValueError(f"cannot resume {self.path}: its checkpoint.pt has gone; start it again with another `--out`")
-        if checkpoint["progress"]["round"] > config.rounds:
-            raise ValueError(
-                f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at round "
-                f"{checkpoint['progress']['round']}"
-            )
         if not partition_path.exists():
             partition.save(partition_path)
         write_atomic(config_path, json.dumps(current, indent=2))
@@ -199,8 +225,10 @@ class RunFolder:
             return None
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as error:  # torch raises several types for a damaged file
-            raise ValueError(f"cannot resume from {path}: the checkpoint is unreadable ({error})") from None
+        except Exception as error:  # torch raises several types for a damaged file, with pages of advice
+            reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
+            raise ValueError(f"cannot resume from {path}: the checkpoint is damaged ({reason}); nothing of it can be "
+                             "continued: start the run again with another `--out`") from None
 
     def save_model(self, state: list[torch.Tensor]) -> None:
         """Save the final global tensors to ``model.pt``."""

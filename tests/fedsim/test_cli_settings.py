@@ -130,3 +130,36 @@ def test_version_and_help(tmp_path):
     assert "{allreduce,fedavg,reweighted}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
     assert "equal for allreduce, size for reweighted and fedavg" in " ".join(text.split())
     assert "(required)" in text and "default None" not in text
+
+
+def test_partition_refuses_an_out_that_is_not_json_or_is_the_plot(tmp_path):
+    base = ["partition", "--scheme", "iid", "--num-partitions", "4"]
+    assert "must end in .json" in error_line(fedsim(*base, "--out", str(tmp_path / "p.png")))
+    same = fedsim(*base, "--out", str(tmp_path / "p.json"), "--plot", str(tmp_path / "p.json"))
+    assert "name the same file" in error_line(same)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--rond", "3", "--out", "x"], "unrecognized arguments: --rond 3; did you mean --rounds?"),
+        (["run", "--rounds", "abc", "--out", "x"], "argument --rounds: invalid int value: 'abc'"),
+        (["run", "--local-epochs", "2", "--local-steps", "3", "--out", "x"],
+         "`--local-epochs`=2 does nothing when `--local-steps`=3 sets the local work"),
+        (["run", "--partition-file", ".", "--out", "x"], "`--partition-file` . is a folder"),
+    ],
+)
+def test_usage_errors_are_one_line(tmp_path, args, message):
+    result = fedsim(*args, cwd=tmp_path)
+    assert message in error_line(result)
+
+
+def test_compare_help_leaves_out_strategy_and_warnings_are_one_line(tmp_path):
+    assert "--strategy " not in fedsim("compare", "--help").stdout
+    result = fedsim("partition", "--scheme", "pathological", "--class-assignment-mode", "random",
+                    "--classes-per-partition", "1", "--num-partitions", "10", "--out", str(tmp_path / "p.json"))
+    assert result.returncode == 0, result.stderr
+    warning = [line for line in result.stderr.splitlines() if line]
+    assert len(warning) == 1 and warning[0].startswith("fedsim partition: warning:") and "--classes-per-partition" in \
+        warning[0], result.stderr

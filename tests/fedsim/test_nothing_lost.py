@@ -125,3 +125,41 @@ def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path, 
     held = torch.load(checkpoint, weights_only=True)["progress"]["round"]
     assert f"holds round {held}" in lines[0]
     assert [row["round"] for row in read_rows(out / "metrics.csv")] == list(range(1, held + 1))
+
+
+def test_a_run_that_stopped_before_its_first_round_can_be_started_again_in_its_folder(tmp_path):
+    out = tmp_path / "run"
+    assert fedsim("run", *QUICK, "--out", str(out)).returncode == 0
+    for name in ("metrics.csv", "checkpoint.pt", "model.pt", "summary.json", "log.txt", "learning_curves.png"):
+        (out / name).unlink()  # what a crash inside round 1 leaves: the marker, config.json and partition.json
+    assert_refused(fedsim("run", *QUICK, "--out", str(out), "--resume"), "before finishing its first round",
+                   "drop `--resume`")
+    assert fedsim("run", *QUICK, "--out", str(out)).returncode == 0
+
+
+@pytest.mark.parametrize("damage, phrase", [(b"garbage", "checkpoint is damaged"), (None, "other settings (`--lr`")])
+def test_a_resume_that_cannot_go_on_is_refused_before_any_output(tmp_path, damage, phrase):
+    out = tmp_path / "run"
+    assert fedsim("run", *QUICK, "--out", str(out)).returncode == 0
+    if damage is not None:
+        (out / "checkpoint.pt").write_bytes(damage)
+    assert_refused(fedsim("run", *QUICK, "--lr", "0.05" if damage else "0.1", "--out", str(out), "--resume"), phrase)
+
+
+def test_resume_names_a_file_or_a_folder_of_the_other_kind_for_what_it_is(tmp_path):
+    (tmp_path / "a_file").write_text("x")
+    assert_refused(fedsim("run", *QUICK, "--out", str(tmp_path / "a_file"), "--resume"), "is a file, not a folder")
+    assert fedsim("run", *QUICK, "--out", str(tmp_path / "run")).returncode == 0
+    compare = fedsim("compare", "--strategies", "fedavg", *QUICK[2:], "--out", str(tmp_path / "run"), "--resume")
+    assert_refused(compare, "holds a single fedsim run", "fedsim run")
+
+
+@pytest.mark.slow
+def test_a_comparison_resumes_only_with_the_strategies_it_compares(tmp_path):
+    out = tmp_path / "c"
+    args = [*QUICK[2:], "--out", str(out)]
+    assert fedsim("compare", "--strategies", "allreduce,fedavg", *args).returncode == 0
+    summary = (out / "summary.json").read_text()
+    assert_refused(fedsim("compare", "--strategies", "fedavg", *args, "--resume"), "it compares allreduce,fedavg")
+    assert (out / "summary.json").read_text() == summary
+    assert fedsim("compare", "--strategies", "allreduce,fedavg", *args, "--resume").returncode == 0

@@ -70,7 +70,7 @@ def test_resume_extends_a_finished_run(tmp_path, mnist5k):
 def test_resume_refuses_a_different_config_and_fresh_start_refuses_an_old_run(tmp_path, mnist5k):
     config = RunConfig(strategy="fedavg", **QUICK)
     run(config, tmp_path, data=mnist5k)
-    with pytest.raises(ValueError, match=r"different config \(lr: 0.05 -> 0.1\)"):
+    with pytest.raises(ValueError, match=r"other settings \(`lr` 0.05 -> 0.1\)"):
         run(config.replace(lr=0.1), tmp_path, resume=True, data=mnist5k)
     with pytest.raises(ValueError, match="already holds a run"):
         run(config, tmp_path, data=mnist5k)
