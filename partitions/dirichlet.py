@@ -91,7 +91,7 @@ def dirichlet(
 
     counts = draw_until_min_size(
         draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions,
-        also="turn on `self_balancing`",
+        also=None if self_balancing else "turn on `self_balancing`",
     )
     params = {
         "num_partitions": num_partitions,

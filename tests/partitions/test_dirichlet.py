@@ -56,3 +56,11 @@ def test_records_scheme_parameters_and_seed(mnist_like_labels):
 def test_float_labels_with_integer_values_are_accepted():
     labels = np.repeat(np.arange(4.0), 25)
     assert partitions.dirichlet(labels, 2, 1.0, seed=0).sizes.sum() == 100
+
+
+@pytest.mark.parametrize("self_balancing", [False, True])
+def test_a_failed_minimum_size_advises_only_what_is_not_done_already(mnist_like_labels, self_balancing):
+    with pytest.raises(ValueError, match="`min_partition_size`=500") as error:
+        partitions.dirichlet(mnist_like_labels, 20, 0.01, min_partition_size=500, max_tries=2,
+                             self_balancing=self_balancing, seed=0)
+    assert ("turn on `self_balancing`" in str(error.value)) is not self_balancing
