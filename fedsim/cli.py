@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import __version__
 from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, flag_message
+from .comparison_configs import comparison_configs
 from .config import RunConfig, merge_settings
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
@@ -91,7 +92,7 @@ def command_compare(args) -> None:
     """Run several strategies on the same partition and initial model; print the comparison."""
     settings, source = settings_from_args(args)
     names = [name.strip() for name in args.strategies.split(",") if name.strip()]
-    configs = RunConfig.for_comparison(settings, names, source=source)  # before importing torch
+    configs = comparison_configs(settings, names, source=source)  # before importing torch
     from .compare import check_comparison, compare, comparison_table
     from .strategies import get_strategy
 

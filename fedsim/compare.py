@@ -36,7 +36,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     quiet : bool, default True
     configs : dict, optional
         Strategy -> its own config, instead of deriving each from ``config``
-        (`fedsim.config.RunConfig.for_comparison` builds them from command-line settings).
+        (`fedsim.comparison_configs.comparison_configs` builds them from command-line settings).
     data, partition : optional
         Already-loaded data and already-made partition.
 

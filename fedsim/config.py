@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from .checks import check_choice, check_integer, check_number
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
-from .strategies import SETTINGS, check_strategy_names, get_strategy, rule_for, unread_message
+from .strategies import SETTINGS, get_strategy, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -222,7 +222,7 @@ class RunConfig:
                 raise TypeError(f"`partition_file` must be a file path (text), got {self.partition_file!r}")
             check_scheme_settings(None, self.to_dict(), _FIELD_DEFAULTS)
         check_scheme_settings(self.partition, self.to_dict(), _FIELD_DEFAULTS)
-        defaults = _setting_defaults()
+        defaults = setting_defaults()
         for name, default in defaults.items():
             value = getattr(self, name)
             if value != default and not strategy.reads(name, self.weights):
@@ -263,74 +263,9 @@ class RunConfig:
         """
         strategy = get_strategy(name)
         weights = self.weights if keep_weights and self.weights in strategy.weight_rules else strategy.weight_rules[0]
-        resets = {field: default for field, default in _setting_defaults().items()
+        resets = {field: default for field, default in setting_defaults().items()
                   if not strategy.reads(field, weights)}
         return dataclasses.replace(self, strategy=name, weights=weights, **resets)
-
-    @classmethod
-    def for_comparison(cls, mapping: Mapping, strategies: Iterable[str], source: str = "settings") -> dict:
-        """Return one config per strategy of a comparison, from settings given once for all of them.
-
-        Each setting goes to the strategies that read it and the others keep its default, so
-        ``fraction`` reaches fedavg and ``uneven`` allreduce and reweighted. ``weights``, when
-        given, is the rule of every listed strategy that has a choice of rules (reweighted,
-        fedavg); allreduce keeps ``equal``.
-
-        Parameters
-        ----------
-        mapping : mapping
-            Field -> value, as in `from_mapping`; ``strategy`` is refused (the list names them).
-        strategies : iterable of str
-            The strategies compared, each once.
-        source : str
-            Where the settings come from, for error messages.
-
-        Returns
-        -------
-        dict
-            Strategy name -> `RunConfig`, in the order of ``strategies``.
-
-        Raises
-        ------
-        ValueError
-            For a ``strategy`` key, a setting that no listed strategy reads, or a ``weights``
-            rule that a listed strategy cannot take.
-
-        Examples
-        --------
-        >>> configs = RunConfig.for_comparison({"fraction": 0.5}, ["allreduce", "fedavg"])
-        >>> configs["allreduce"].fraction, configs["fedavg"].fraction
-        (1.0, 0.5)
-        """
-        names = check_strategy_names(strategies)
-        values = field_values(mapping, source)
-        if "strategy" in values:
-            raise ValueError(
-                f"`strategy`={values['strategy']!r} does not apply to a comparison, which runs each strategy in "
-                f"`strategies`; remove it and list the strategies in `strategies`"
-            )
-        weights = values.pop("weights", None)
-        if weights is not None:
-            check_choice("weights", weights, WEIGHT_RULES)
-            for name in names:
-                rules = get_strategy(name).weight_rules
-                if len(rules) > 1 and weights not in rules:
-                    raise ValueError(
-                        f"`weights`={weights!r} does not apply to {name!r} in `strategies`, which takes "
-                        f"{', '.join(rules)}; use one of those or remove {name!r} from `strategies`"
-                    )
-        rules = {name: rule_for(name, weights) for name in names}
-        defaults = _setting_defaults()
-        for field, value in values.items():
-            if field in defaults and value != defaults[field] and not any(
-                    get_strategy(name).reads(field, rules[name]) for name in names):
-                raise ValueError(unread_message(field, value, rules, comparison=True))
-        configs = {}
-        for name in names:
-            strategy = get_strategy(name)
-            own = {field: value for field, value in values.items() if strategy.reads(field, rules[name])}
-            configs[name] = cls(**own, strategy=name, weights=rules[name])
-        return configs
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
@@ -397,6 +332,6 @@ def field_values(mapping: Mapping, source: str) -> dict:
     return values
 
 
-def _setting_defaults() -> dict:
+def setting_defaults() -> dict:
     """Return the default of every strategy-specific field (`fedsim.strategies.SETTINGS`)."""
     return {field.name: field.default for field in fields(RunConfig) if field.name in SETTINGS}

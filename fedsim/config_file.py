@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+from partitions._io import read_text
+
 from .partitioning import SCHEME_SETTINGS
 from .strategies import SETTINGS
 
@@ -25,14 +27,7 @@ def read_settings(path) -> dict:
         The file is not UTF-8 TOML, has keys outside ``[run]``, or holds a bad value.
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no config file at {path}") from None
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}); save it as UTF-8") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path} is a folder, not a TOML file") from None
+    text = read_text(path, "TOML file")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

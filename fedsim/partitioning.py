@@ -150,10 +150,8 @@ def load_partition_file(path, labels=None, num_partitions: int | None = None) ->
     """Load a saved partition and check it fits ``labels`` (one index per sample) and ``num_partitions``, if given."""
     try:
         partition = partitions.Partition.load(path)
-    except FileNotFoundError:
-        raise ValueError(f"`partition_file` {path} does not exist") from None
-    except IsADirectoryError:
-        raise ValueError(f"`partition_file` {path} is a folder, not a partition file") from None
+    except (FileNotFoundError, ValueError) as error:  # missing, a folder, not UTF-8, not a partition
+        raise ValueError(f"`partition_file`: {error}") from None
     if labels is None:
         return partition
     num_samples = len(labels)

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from partitions import Partition
-from partitions._io import write_atomic
+from partitions._io import read_text, write_atomic
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -267,10 +267,10 @@ def deferred_interrupt():
 def read_json(path) -> dict:
     """Read a JSON file of the run folder; a missing or damaged one is an error naming the file."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, "fedsim settings file"))
     except FileNotFoundError:
         raise ValueError(f"{path} is missing: the folder is not a complete fedsim run") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except json.JSONDecodeError as error:
         raise ValueError(f"{path} is damaged and cannot be read ({error}); it is not a file fedsim can resume from") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} is damaged: it holds {type(data).__name__}, not a table of settings")

@@ -57,6 +57,28 @@ def write_atomic(path, content: str | bytes) -> None:
         stream.write(data)
 
 
+def read_text(path, what: str) -> str:
+    """Return the UTF-8 text of ``path``; each way reading fails is an error naming the file and ``what`` it is.
+
+    Raises
+    ------
+    FileNotFoundError
+        "no {what} at {path}".
+    ValueError
+        ``path`` is a folder, or its bytes are not UTF-8.
+    """
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no {what} at {path}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a {what}") from None
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error.reason} at byte {error.start}), so not a {what}; "
+                         "save it as UTF-8") from None
+
+
 def check_writable(path, name: str = "path") -> Path:
     """Check, creating nothing, that a file can be written at ``path``; return it as a `Path`.
 

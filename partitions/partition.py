@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ._checks import check_integer, check_labels
-from ._io import write_atomic
+from ._io import read_text, write_atomic
 
 FORMAT_NAME = "fedsim.partition"
 FORMAT_VERSION = 1
@@ -245,12 +245,7 @@ class Partition(Sequence):
     def load(cls, path) -> Partition:
         """Read a partition written by `save`, checking it is well formed, disjoint and in range."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no partition file at {path}") from None
-        except UnicodeDecodeError:
-            raise ValueError(f"{path} is not a fedsim partition file (not UTF-8 JSON)") from None
+        text = read_text(path, "fedsim partition file")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as error:

@@ -147,7 +147,7 @@ def test_partition_refuses_an_out_that_is_not_json_or_is_the_plot(tmp_path):
         (["run", "--rounds", "abc", "--out", "x"], "argument --rounds: invalid int value: 'abc'"),
         (["run", "--local-epochs", "2", "--local-steps", "3", "--out", "x"],
          "`--local-epochs`=2 does nothing when `--local-steps`=3 sets the local work"),
-        (["run", "--partition-file", ".", "--out", "x"], "`--partition-file` . is a folder"),
+        (["run", "--partition-file", ".", "--out", "x"], "`--partition-file`: . is a folder, not a fedsim partition file"),
     ],
 )
 def test_usage_errors_are_one_line(tmp_path, args, message):

@@ -10,6 +10,7 @@ import pytest
 
 import partitions
 from fedsim import checks
+from fedsim.comparison_configs import comparison_configs
 from fedsim.config import DTYPES, RunConfig
 from fedsim.models import create_model
 from fedsim.partitioning import make_partition, partition_for
@@ -103,8 +104,8 @@ def test_replace_switches_strategy_through_for_strategy():
         config.replace(strategy="allreduce", mu=0.2)
 
 
-def test_for_comparison_gives_each_setting_to_the_strategies_that_read_it():
-    configs = RunConfig.for_comparison({"fraction": 0.5, "uneven": "cycle", "lr": 0.2, "weights": "equal"},
+def test_comparison_configs_gives_each_setting_to_the_strategies_that_read_it():
+    configs = comparison_configs({"fraction": 0.5, "uneven": "cycle", "lr": 0.2, "weights": "equal"},
                                        ["allreduce", "reweighted", "fedavg"])
     assert list(configs) == ["allreduce", "reweighted", "fedavg"]
     assert [(c.fraction, c.uneven, c.lr, c.weights) for c in configs.values()] == [
@@ -126,9 +127,9 @@ def test_for_comparison_gives_each_setting_to_the_strategies_that_read_it():
         ({"learning_rate": 0.1}, ["fedavg"], "unknown key 'learning_rate'"),
     ],
 )
-def test_for_comparison_refuses(settings, strategies, match):
+def test_comparison_configs_refuses(settings, strategies, match):
     with pytest.raises(ValueError, match=match):
-        RunConfig.for_comparison(settings, strategies)
+        comparison_configs(settings, strategies)
 
 
 def test_dtype_choices_and_torch_dtype():
