@@ -83,6 +83,18 @@ def class_balance_weights(counts, dtype: torch.dtype = torch.float32) -> torch.T
     return weights.to(dtype)
 
 
+def loss_class_weights(rule: str, partition, labels, task, dtype: torch.dtype) -> torch.Tensor | None:
+    """Return the ranks' per-class loss weights under ``rule`` (`class_balance_weights`), or ``None``.
+
+    Only ``class-balanced`` weighs samples; it needs single-label data.
+    """
+    if rule != "class-balanced":
+        return None
+    if task.multilabel:
+        raise ValueError("`weights`='class-balanced' needs single-label data; use 'size' or 'dynamic'")
+    return class_balance_weights(partition.counts(np.asarray(labels), task.num_classes), dtype=dtype)
+
+
 def aggregation_weights(rule: str, sizes, members, *, num_ranks: int | None = None, scores=None,
                         temperature: float = 1.0) -> np.ndarray:
     """Return the weight of each member (the ranks active at a step, or a round's sampled clients).

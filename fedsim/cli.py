@@ -1,4 +1,4 @@
-"""The ``fedsim`` command line: ``run``, ``compare``, ``partition``, ``datasets``, ``models``.
+"""The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``partition``, ``datasets``, ``models``.
 
 Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`).
 Precedence: the field's default, then the TOML file, then flags given on the command line.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import signal
 import sys
@@ -109,6 +110,76 @@ def command_compare(args) -> None:
           f"rows: {args.out}/metrics.csv   summary: {args.out}/summary.json")
 
 
+def command_ddp(args) -> None:
+    """Run one strategy on real DDP: as a rank under torchrun, or start torchrun with ``--nproc`` ranks."""
+    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
+    from .engines.distributed import launch, run, under_torchrun
+    from .results import RunFolder
+
+    if args.timeout <= 0:
+        raise ValueError(f"`--timeout` must be a positive number of seconds, got {args.timeout}")
+    if not under_torchrun():
+        if args.nproc is None:
+            raise ValueError("`--nproc` is needed outside torchrun: give the number of processes (e.g. --nproc 2), "
+                             "or start the ranks with torchrun --nproc_per_node=N -m fedsim ddp ...")
+        check_world_size(config, args.nproc)
+        RunFolder(args.out).check(resume=args.resume, config=config)
+        prepare(config)  # every setting fails here, in one line, rather than once per rank
+        status = launch(args.nproc, rank_arguments(args.argv))
+        if status not in (0, INTERRUPTED):
+            raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
+                               "names it); --resume continues from the last checkpoint")
+        sys.exit(status)
+    world_size, leader = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]) == 0
+    if args.nproc is not None and args.nproc != world_size:
+        raise ValueError(f"`--nproc` {args.nproc} differs from torchrun's world size {world_size}; leave it out "
+                         "under torchrun")
+    check_world_size(config, world_size)
+    if leader:
+        from .strategies import get_strategy
+
+        RunFolder(args.out).check(resume=args.resume, config=config)
+        print(get_strategy(config.strategy).describe(config), flush=True)
+    result = run(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
+    if leader:
+        from .compare import comparison_table
+
+        print()
+        print(comparison_table({config.strategy: result}))
+        print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
+
+
+def check_world_size(config: RunConfig, world_size: int) -> None:
+    """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
+    from .strategies import get_strategy
+
+    if world_size < 1:
+        raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
+    if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:
+        raise ValueError(f"`num_partitions`={config.num_partitions} must equal the number of processes "
+                         f"({world_size}) for `strategy`='{config.strategy}': one shard per rank; fedavg serves "
+                         "any number of clients")
+
+
+def rank_arguments(argv: list[str]) -> list[str]:
+    """Return ``fedsim ddp``'s arguments for the ranks: the same, less ``--nproc``.
+
+    Examples
+    --------
+    >>> rank_arguments(["ddp", "--nproc", "2", "--out", "r", "--nproc=2"])
+    ['--out', 'r']
+    """
+    words = list(argv[argv.index("ddp") + 1 :])
+    kept = []
+    while words:
+        word = words.pop(0)
+        if word == "--nproc":
+            words.pop(0)
+        elif not word.startswith("--nproc="):
+            kept.append(word)
+    return kept
+
+
 def command_partition(args) -> None:
     """Partition a dataset's training labels, save the partition and print its heterogeneity."""
     from partitions.metrics import summary
@@ -189,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="comma-separated strategies, each run on the same partition and initial model "
                               "(default allreduce,reweighted,fedavg)")
 
+    ddp = _add_training_command(commands, "ddp", "train one strategy on real DDP, one process per rank",
+                                command_ddp)
+    ddp.add_argument("--nproc", type=int, default=None, help="start torchrun with this many processes on "
+                     "127.0.0.1 (leave out when torchrun starts fedsim ddp itself)")
+    ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
+                     "collective before it fails (default 600)")
+
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
     add_config_flags(partition, PARTITION_FIELDS)
     partition.add_argument("--out", required=True, help="where to write the partition, a JSON file (required)")
@@ -211,12 +289,20 @@ def main(argv=None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    name = f"fedsim {args.command}"
+    follower = args.command == "ddp" and int(os.environ.get("RANK", "0")) > 0
+    if follower:  # a torchrun rank other than 0: rank 0 reports bad input and warnings once
+        name = f"fedsim ddp rank {os.environ['RANK']}"
+        warnings.simplefilter("ignore")
     warnings.showwarning = lambda message, *_, **__: print(
-        f"fedsim {args.command}: warning: {flag_message(str(message))}", file=sys.stderr)
+        f"{name}: warning: {flag_message(str(message))}", file=sys.stderr)
     try:
         args.handler(args)
-    except (ValueError, TypeError, RuntimeError, OSError) as error:
-        parser.exit(2, f"fedsim {args.command}: error: {flag_message(str(error))}\n")
+    except (ValueError, TypeError) as error:
+        parser.exit(2, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
+    except (RuntimeError, OSError) as error:
+        parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
     except RunInterrupted as stop:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn the one line into a traceback
         parser.exit(INTERRUPTED, f"fedsim {args.command}: {stop}{resume_advice(stop, argv)}\n")

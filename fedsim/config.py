@@ -109,7 +109,8 @@ class RunConfig:
     label_smoothing : float
     fused : bool
         allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
-        keeps per-rank semantics (no BatchNorm, no cosine rule); otherwise a loop over ranks.
+        keeps per-rank semantics (no BatchNorm, no dropout, no cosine
+        rule); otherwise a loop over ranks.
 
     Examples
     --------

@@ -38,6 +38,14 @@ class RoundStats:
         """Mean training loss per sample forwarded this round."""
         return self.loss_sum / max(self.samples, 1)
 
+    def count_step(self, batch_sizes, param_bytes: int, buffer_bytes: int) -> None:
+        """Count one allreduce or reweighted step: its samples, each active rank's gradient up and model down."""
+        active = sum(1 for size in batch_sizes if size)
+        self.samples += sum(batch_sizes)
+        self.bytes_up += active * param_bytes
+        self.bytes_down += active * (param_bytes + buffer_bytes)
+        self.steps += 1
+
 
 @dataclass
 class Progress:

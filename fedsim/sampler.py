@@ -73,7 +73,7 @@ class ShardSampler(Sampler[int]):
         self.shuffle = shuffle
         self.seed = seed
         self.drop_last = drop_last
-        self.epoch = 0
+        self.epoch = self.cycle = 0
         self.num_samples = int(partition.sizes.min()) if drop_last else self.indices.numel()
         if drop_last and self.num_samples < self.indices.numel() / 2:
             warnings.warn(f"`drop_last` keeps {self.num_samples} of rank {rank}'s {self.indices.numel()} samples "
@@ -82,15 +82,19 @@ class ShardSampler(Sampler[int]):
     def __iter__(self) -> Iterator[int]:
         order = self.indices
         if self.shuffle:
-            order = rank_order(order, self.seed, self.rank, self.epoch)
+            order = rank_order(order, self.seed, self.rank, self.epoch, self.cycle)
         return iter(order[: self.num_samples].tolist())
 
     def __len__(self) -> int:
         return self.num_samples
 
-    def set_epoch(self, epoch: int) -> None:
-        """Set the epoch, so that each epoch's shuffle differs (call before each epoch, as with DDP)."""
-        self.epoch = epoch
+    def set_epoch(self, epoch: int, cycle: int = 0) -> None:
+        """Set the epoch, so that each epoch's shuffle differs (call before each epoch, as with DDP).
+
+        ``cycle`` numbers the passes over the shard within one epoch, for a rank that starts its
+        shard over rather than sit out (``uneven="cycle"``); each pass has its own shuffle.
+        """
+        self.epoch, self.cycle = epoch, cycle
 
 
 def _check_world_size(partition: Partition) -> None:

@@ -118,12 +118,30 @@ class RankSchedule:
         self.steps_per_epoch = max(self.rank_steps)
         self._orders: dict[tuple[int, int, int], torch.Tensor] = {}
 
+    @property
+    def sits_out(self) -> bool:
+        """Whether some rank has no batch at some step: a DDP rank then needs ``Join``."""
+        uneven_epochs = self.uneven == "join" and len(set(self.rank_steps)) > 1
+        return uneven_epochs or 0 in self.rank_steps
+
     def batches(self, step: int) -> list[torch.Tensor | None]:
         """Return each rank's sample indices at global ``step`` (``None`` for a rank sitting out)."""
         return [self.batch(rank, step) for rank in range(len(self.shards))]
 
     def batch(self, rank: int, step: int) -> torch.Tensor | None:
         """Return rank ``rank``'s sample indices at global ``step`` (``None`` when it sits out)."""
+        place = self.locate(rank, step)
+        if place is None:
+            return None
+        epoch, cycle, position = place
+        order = self._order(rank, epoch, cycle)
+        return order[position * self.batch_size : (position + 1) * self.batch_size]
+
+    def locate(self, rank: int, step: int) -> tuple[int, int, int] | None:
+        """Return where rank ``rank``'s batch at ``step`` lies: (epoch, pass over its shard, batch in the pass).
+
+        ``None`` when the rank sits out that step (an empty shard, or a shard used up under ``"join"``).
+        """
         epoch, position = divmod(step, self.steps_per_epoch)
         steps = self.rank_steps[rank]
         if steps == 0:
@@ -131,8 +149,28 @@ class RankSchedule:
         cycle, position = divmod(position, steps)
         if cycle > 0 and self.uneven == "join":
             return None
-        order = self._order(rank, epoch, cycle)
-        return order[position * self.batch_size : (position + 1) * self.batch_size]
+        return epoch, cycle, position
+
+    def batch_sizes(self, step: int) -> list[int]:
+        """Return each rank's batch size at ``step`` (0 for a rank sitting out), without drawing a shuffle."""
+        sizes = []
+        for rank, shard in enumerate(self.shards):
+            place = self.locate(rank, step)
+            sizes.append(0 if place is None else min(self.batch_size, shard.numel() - place[2] * self.batch_size))
+        return sizes
+
+    def round_steps(self, first_step: int, samples_before: int, target: int) -> range:
+        """Return the steps from ``first_step`` on that bring the samples seen from ``samples_before`` to ``target``.
+
+        ``target`` is FedAvg's cumulative work up to the round (`SampleGrid`): counting against
+        the total rather than per round keeps every report within one step of FedAvg's, without
+        drift. A step may overshoot; the next round then starts that much ahead.
+        """
+        step, seen = first_step, samples_before
+        while seen < target:
+            seen += sum(self.batch_sizes(step))
+            step += 1
+        return range(first_step, step)
 
     def _order(self, rank: int, epoch: int, cycle: int) -> torch.Tensor:
         key = (rank, epoch, cycle)

@@ -125,6 +125,20 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
     scaler : torch.amp.GradScaler, optional
         Scales the loss before ``backward`` (fp16 on CUDA).
     """
+    loss, result = batch_loss(model, data, indices, task=task, generator=generator, weight=weight,
+                              class_weights=class_weights, noise_sigma=noise_sigma, amp=amp)
+    (scaler.scale(loss) if scaler is not None else loss).backward()
+    return result
+
+
+def batch_loss(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
+               class_weights: torch.Tensor | None = None, noise_sigma: float = 0.0,
+               amp: bool = False) -> tuple[torch.Tensor, LocalGradient]:
+    """Return the loss `local_gradient` differentiates, and its sums, without the backward pass.
+
+    A DDP rank needs the batch's loss between the two: the dynamic weights' communication
+    hook reads it during ``backward``. The parameters are those of `local_gradient`.
+    """
     param = next(model.parameters())
     inputs, targets = training_batch(data, indices, generator, noise_sigma, param.device, param.dtype)
     with autocast(param.device, amp):
@@ -132,9 +146,8 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
     weighted = raw if class_weights is None else raw * class_weights.to(raw)[targets]
     count = targets.shape[0]
     loss = weighted.sum() * (1.0 / count if weight is None else weight)
-    (scaler.scale(loss) if scaler is not None else loss).backward()
     raw_sum = raw.detach().sum()
-    return LocalGradient(count, raw_sum, raw_sum if class_weights is None else weighted.detach().sum())
+    return loss, LocalGradient(count, raw_sum, raw_sum if class_weights is None else weighted.detach().sum())
 
 
 def training_batch(data, indices, generator, noise_sigma, device, dtype=torch.float32):

@@ -110,19 +110,20 @@ def test_float32_fused_forward_is_close_to_the_loop_as_a_whole(mnist5k):
     assert relative_distance(fused, looped) < 1e-4
 
 
-@pytest.mark.parametrize("uneven, authority", [("join", 9), ("cycle", 0)])
-def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards, uneven, authority):
+@pytest.mark.parametrize("equal, uneven, authority", [(True, "join", 0), (True, "cycle", 0), (False, "join", 9)])
+def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards, equal, uneven, authority):
+    shards = equal_shards if equal else dirichlet(mnist5k.train_labels.numpy(), 10, 0.3, seed=1)
     config = RunConfig(strategy="allreduce", model="cnn", norm="batch", uneven=uneven, dtype="float64")
 
     def running_mean_after(ranks):
         model = build_model(config, mnist5k, torch.device("cpu"))
-        rounds = GradientRounds(config, model, mnist5k, create_task(10), equal_shards)
+        rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
         assert not rounds.fused  # a fused forward would pool the batch statistics of all ranks
         rounds.step(rounds.schedule.batches(0), ranks)
         return next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_mean
 
     # Each rank updates the broadcast statistics; the authoritative rank's update survives, as in
-    # DDP (the highest active rank under Join, rank 0 otherwise).
+    # DDP: the highest active rank when some rank sits out (Join), rank 0 otherwise.
     torch.testing.assert_close(running_mean_after(list(range(10))), running_mean_after([authority]))
 
 

@@ -64,7 +64,7 @@ class FedAvgRounds:
         # minus the global model (the weights sum to one) it is the weighted mean delta.
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
         trained = state_tensors(self.model)
-        for client, weight in zip(clients, weights):
+        for client, weight in self.served(list(zip(clients, weights))):
             update = client_update(
                 self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
                 training=self.training, seed=config.seed, round=round_index, client=client, return_delta=False,
@@ -74,11 +74,19 @@ class FedAvgRounds:
             stats.samples += update.samples_processed
             stats.loss_sum += update.loss_sum
             stats.steps += update.num_steps
+        self.combine(mean_delta, stats)
         stats.bytes_down = stats.bytes_up = len(clients) * self.state_bytes
         with torch.no_grad():
             torch._foreach_sub_(mean_delta, self.global_state)
         self.server.step_delta(mean_delta)
         return stats
+
+    def served(self, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Return the (client, weight) pairs this process trains: all of them, in one process."""
+        return assignments
+
+    def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
+        """Add up the sums of all processes (nothing to add in one process)."""
 
     def state_dict(self) -> dict:
         """Return the server optimizer's state (momentum) and the clients' loss scale for a checkpoint."""

@@ -13,7 +13,7 @@ import torch
 
 from partitions import feature_noise_levels
 
-from ...aggregate import accumulate, aggregation_weights, class_balance_weights, cosine_to_mean
+from ...aggregate import accumulate, aggregation_weights, cosine_to_mean, loss_class_weights
 from ...client import state_tensors
 from ...recorder import RoundStats
 from ...schedule import RankSchedule, model_bytes
@@ -22,9 +22,21 @@ from ...server import ServerOptimizer
 from ...training import autocast, local_gradient, seeded_global_rng, training_batch
 
 
-def has_batchnorm(model: torch.nn.Module) -> bool:
-    """Whether the model keeps batch statistics, which must stay per rank (no fused forward then)."""
-    return any(isinstance(module, torch.nn.modules.batchnorm._BatchNorm) for module in model.modules())
+def forward_per_rank(model: torch.nn.Module) -> bool:
+    """Whether one forward over all ranks' samples would differ from one forward per rank.
+
+    BatchNorm statistics are per rank (DDP without SyncBatchNorm), and each DDP rank draws its
+    own dropout and stochastic-depth masks.
+    """
+    for module in model.modules():
+        if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+            return True
+        if isinstance(module, torch.nn.modules.dropout._DropoutNd) or type(module).__name__ == "StochasticDepth":
+            if module.p > 0:
+                return True
+        if isinstance(module, torch.nn.MultiheadAttention) and module.dropout > 0:
+            return True
+    return False
 
 
 class GradientRounds:
@@ -54,42 +66,37 @@ class GradientRounds:
         self.num_ranks = partition.num_partitions
         self.noise = feature_noise_levels(self.num_ranks, config.feature_noise)
         self.step_count = 0
-        self.class_weights = None
-        if config.weights == "class-balanced":
-            if task.multilabel:
-                raise ValueError("`weights`='class-balanced' needs single-label data; use 'size' or 'dynamic'")
-            counts = partition.counts(data.train_labels.numpy(), task.num_classes)
-            self.class_weights = class_balance_weights(counts, dtype=self.dtype).to(self.device)
+        self.class_weights = loss_class_weights(config.weights, partition, data.train_labels, task, self.dtype)
+        if self.class_weights is not None:
+            self.class_weights = self.class_weights.to(self.device)
         self.dynamic = config.weights == "dynamic"
-        self.fused = config.fused and not has_batchnorm(model) and not (self.dynamic and config.dynamic_rule == "cosine")
+        self.fused = config.fused and not forward_per_rank(model) and not (self.dynamic and config.dynamic_rule == "cosine")
         self.param_bytes, self.buffer_bytes = model_bytes(model)
+        self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
         """Take steps until the run has seen ``target`` samples in all (none if it already has).
 
-        ``target`` is FedAvg's cumulative work up to this round: counting against the total
-        rather than per round keeps every report within one step of FedAvg's, without drift.
+        ``target`` is FedAvg's cumulative work up to this round (`RankSchedule.round_steps`).
         """
         stats = RoundStats()
-        # a step may overshoot the target; the next round then starts that much ahead
-        while samples_before + stats.samples < target:
-            batches = self.schedule.batches(self.step_count)
+        self._rank_buffers = {}  # DDP syncs every rank's model at the end of a round (Join's exit)
+        for step in self.schedule.round_steps(self.step_count, samples_before, target):
+            if step % self.schedule.steps_per_epoch == 0:
+                self._rank_buffers = {}  # ... and of an epoch
+            batches = self.schedule.batches(step)
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
-            if not active:  # the schedule's epoch is as long as the largest shard, so this cannot happen
-                raise AssertionError(f"no rank has a batch at step {self.step_count}")
-            with seeded_global_rng(derive_seed(self.config.seed, Stream.STEP_DROPOUT, self.step_count), self.device):
-                loss_sum = self.step(batches, active)
+            stats.loss_sum += self.step(batches, active)
             self.server.step_gradient()
-            stats.samples += sum(batches[rank].numel() for rank in active)
-            stats.loss_sum += loss_sum
-            stats.bytes_up += len(active) * self.param_bytes
-            stats.bytes_down += len(active) * (self.param_bytes + self.buffer_bytes)
-            stats.steps += 1
+            stats.count_step(self.schedule.batch_sizes(step), self.param_bytes, self.buffer_bytes)
             self.step_count += 1
         return stats
 
     def step(self, batches, active) -> float:
-        """Leave the combined gradient of the ranks' batches in ``.grad``; return the summed sample loss."""
+        """Leave the combined gradient of the ranks' batches in ``.grad``; return the summed sample loss.
+
+        Each rank's dropout masks are seeded by (seed, step, rank), as a DDP rank seeds its own.
+        """
         self.server.zero_grad()
         if self.fused:
             return self._fused_step(batches, active)
@@ -98,6 +105,10 @@ class GradientRounds:
     def generator(self, rank: int) -> torch.Generator:
         """Return rank ``rank``'s data stream (augmentation, noise) at the current step."""
         return torch_generator(self.config.seed, Stream.STEP_DATA, self.step_count, rank)
+
+    def dropout_seed(self, rank: int) -> int:
+        """Return the seed of rank ``rank``'s dropout masks at the current step, as a DDP rank seeds them."""
+        return derive_seed(self.config.seed, Stream.STEP_DROPOUT, self.step_count, rank)
 
     def _weights(self, active, scores=None) -> np.ndarray:
         return aggregation_weights(self.config.weights, self.sizes, active, num_ranks=self.num_ranks, scores=scores,
@@ -128,36 +139,40 @@ class GradientRounds:
     def _per_rank_step(self, batches, active) -> float:
         """Forward and backward rank by rank, each rank's BatchNorm statistics its own.
 
-        Every rank starts from the same running statistics, as DDP broadcasts them before each
-        forward, and the authoritative rank's update is the one that survives: the highest rank
-        still active under Join (DDP's rule when ``Join`` is on, since rank 0 may have joined),
-        rank 0 when no rank ever sits out (``uneven="cycle"``).
+        The running statistics follow DDP's: before each forward the authoritative rank's are
+        broadcast to all, and each rank then updates its own copy. The authority is the highest
+        rank still active when some rank sits out (DDP's rule under ``Join``, since rank 0 may
+        have joined), rank 0 otherwise. At the end of a round or an epoch, where a DDP rank
+        leaves ``Join``, every rank takes the last authority's model.
         """
-        authority = max(active) if self.config.uneven == "join" else 0
-        start = [b.clone() for b in self.buffers]
-        kept = None
+        authority = max(active) if self.schedule.sits_out else 0
+        start = self._rank_buffers.get(authority)
+        start = [b.clone() for b in self.buffers] if start is None else start
+        updated = {}
         loss_sum, rank_means, gradients = 0.0, [], []
         static = None if self.dynamic else self._weights(active)
         for slot, rank in enumerate(active):
-            if slot and self.buffers:
+            if self.buffers:
                 torch._foreach_copy_(self.buffers, start)
             batch = batches[rank]
             weight = 1.0 if self.dynamic else float(static[slot])
-            result = local_gradient(
-                self.model, self.data, batch, task=self.task, generator=self.generator(rank),
-                weight=weight / batch.numel(), class_weights=None if self.class_weights is None else self.class_weights[rank],
-                noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
-            )
+            with seeded_global_rng(self.dropout_seed(rank), self.device):
+                result = local_gradient(
+                    self.model, self.data, batch, task=self.task, generator=self.generator(rank),
+                    weight=weight / batch.numel(),
+                    class_weights=None if self.class_weights is None else self.class_weights[rank],
+                    noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
+                )
             loss_sum += float(result.loss_sum)
             if self.dynamic:
                 rank_means.append(result.weighted_mean_loss)
-            if self.dynamic:
                 gradients.append([p.grad.clone() for p in self.params])
                 self.server.zero_grad()
-            if rank == authority:
-                kept = [b.clone() for b in self.buffers]
+            if self.buffers:
+                updated[rank] = [b.clone() for b in self.buffers]
         if self.buffers:
-            torch._foreach_copy_(self.buffers, kept if kept is not None else start)
+            torch._foreach_copy_(self.buffers, updated[authority])
+            self._rank_buffers = updated
         if self.dynamic:
             scores = cosine_to_mean(gradients) if self.config.dynamic_rule == "cosine" else np.asarray(rank_means)
             grads = [p.grad for p in self.params]

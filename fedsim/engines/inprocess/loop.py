@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +13,7 @@ from ...recorder import Recorder
 from ...results import RunFolder
 from ...strategies import get_strategy
 from ...tasks import create_task
+from ..rounds import drive
 from .fedavg import FedAvgRounds
 from .gradient import GradientRounds
 
@@ -64,19 +64,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
             torch._foreach_copy_(rounds.global_state, restored.global_state)
         rounds.load_state_dict(restored.engine_state)
 
-    with recorder.interruptible():
-        for round_index in recorder.pending_rounds():
-            started = time.perf_counter()
-            target = recorder.schedule_round(round_index)
-            stats = rounds.train_round(round_index, recorder.progress.samples_seen, target)
-            metrics, eval_s = None, 0.0
-            if recorder.evaluation_due(round_index):
-                evaluation_started = time.perf_counter()
-                # the gradient strategies' global state is the model's own: nothing to load
-                state = None if rounds_class is GradientRounds else rounds.global_state
-                metrics = evaluate(model, state, data, task=task)
-                eval_s = time.perf_counter() - evaluation_started
-            recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
-                                  global_state=rounds.global_state, engine_state=rounds.state_dict)
-        summary = recorder.finish(rounds.global_state)
+    # the gradient strategies' global state is the model's own: nothing to load before evaluating
+    state = None if rounds_class is GradientRounds else rounds.global_state
+    summary = drive(recorder, rounds, lambda: evaluate(model, state, data, task=task))
     return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])

@@ -1,0 +1,185 @@
+"""allreduce and reweighted on real DDP: each rank a process with its shard, one step at a time.
+
+``allreduce`` is ``DistributedDataParallel`` as a user's script has it; ``reweighted`` adds
+`fedsim.hooks.weighted_allreduce_hook`. Every rank reads, at global step t, the batch the
+in-process engine's rank reads (`fedsim.schedule.RankSchedule`), so the two engines agree
+number for number (in float64 to ~1e-10).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch.distributed.algorithms.join import Join
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+
+from partitions import feature_noise_levels
+
+from ...aggregate import loss_class_weights
+from ...client import state_tensors
+from ...hooks import RankWeights, weighted_allreduce_hook
+from ...recorder import RoundStats
+from ...sampler import ShardSampler
+from ...schedule import RankSchedule, model_bytes
+from ...seeding import Stream, derive_seed, torch_generator
+from ...server import ServerOptimizer
+from ...training import batch_loss, seeded_global_rng
+from .collectives import broadcast_tensors
+
+
+class RankBatches:
+    """One rank's batch at each global step, read by a ``DataLoader`` through its `ShardSampler`.
+
+    The loader yields sample indices; `fedsim.training.batch_loss` turns them into the
+    augmented batch, seeded by (seed, step, rank) as in the in-process engine.
+    """
+
+    def __init__(self, schedule: RankSchedule, rank: int, sampler: ShardSampler, num_samples: int):
+        self.schedule, self.rank, self.sampler = schedule, rank, sampler
+        self.loader = DataLoader(range(num_samples), batch_size=schedule.batch_size, sampler=sampler)
+        self._pass, self._next, self._iterator = None, 0, None
+
+    def batch(self, step: int) -> torch.Tensor | None:
+        """Return the indices of this rank's batch at ``step``, or ``None`` when it sits out."""
+        place = self.schedule.locate(self.rank, step)
+        if place is None:
+            return None
+        epoch, cycle, position = place
+        if (epoch, cycle) != self._pass or position < self._next:
+            self.sampler.set_epoch(epoch, cycle)
+            self._iterator, self._pass, self._next = iter(self.loader), (epoch, cycle), 0
+        for _ in range(position - self._next):  # a resumed run starts in the middle of a pass
+            next(self._iterator)
+        self._next = position + 1
+        return next(self._iterator)
+
+
+def epoch_segments(steps: range, steps_per_epoch: int) -> list[range]:
+    """Cut a round's steps where an epoch ends: a rank that sat out rejoins at an epoch's start.
+
+    Examples
+    --------
+    >>> epoch_segments(range(8, 13), 10)
+    [range(8, 10), range(10, 13)]
+    """
+    cuts = [step for step in steps if step % steps_per_epoch == 0 and step != steps.start]
+    bounds = [steps.start, *cuts, steps.stop]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+class DistributedGradientRounds:
+    """Run allreduce or reweighted steps on this rank until each round has seen its budget of samples.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    model : torch.nn.Module
+        This rank's replica, on its device; wrapped in ``DistributedDataParallel`` here.
+    data : fedsim.data.Dataset
+    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    partition : partitions.Partition
+        One shard per rank.
+    ranks : fedsim.engines.distributed.launch.Ranks
+    """
+
+    def __init__(self, config, model, data, task, partition, ranks):
+        if partition.num_partitions != ranks.world_size:
+            raise ValueError(f"`num_partitions`={partition.num_partitions} must equal the number of processes "
+                             f"({ranks.world_size}) for `strategy`='{config.strategy}': one shard per rank")
+        if config.weights == "dynamic" and config.dynamic_rule == "cosine":
+            raise ValueError("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process "
+                             "only (`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
+        self.config, self.model, self.data, self.task = config, model, data, task
+        self.rank, self.device = ranks.rank, ranks.device
+        self.ddp = DistributedDataParallel(model, device_ids=[ranks.device.index] if ranks.device.type == "cuda"
+                                           else None)
+        self.global_state = state_tensors(model)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.server = ServerOptimizer.for_config(config, self.params)
+        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
+        sampler = ShardSampler(partition, ranks.rank, seed=config.seed, dataset=data.train_labels)
+        self.batches = RankBatches(self.schedule, ranks.rank, sampler, len(data.train_labels))
+        self.noise = float(feature_noise_levels(ranks.world_size, config.feature_noise)[ranks.rank])
+        class_weights = loss_class_weights(config.weights, partition, data.train_labels, task, model_dtype(model))
+        self.class_weights = None if class_weights is None else class_weights[ranks.rank].to(ranks.device)
+        self.rank_weights = None
+        if config.strategy == "reweighted":
+            self.rank_weights = RankWeights(config.weights, partition.sizes, temperature=config.temperature)
+            self.ddp.register_comm_hook(self.rank_weights, weighted_allreduce_hook)
+        self.param_bytes, self.buffer_bytes = model_bytes(model)
+        self.step_count = 0
+
+    def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
+        """Take this rank's steps until the run has seen ``target`` samples in all.
+
+        Where some rank sits out a step (uneven shards under ``"join"``, or an empty shard),
+        the steps run under ``Join``, one context per round and epoch: a rank that has run out
+        shadows the others' all-reduces, and on leaving every rank takes the model of the last
+        rank to run out. The server optimizer's momentum is taken from that rank too, since a
+        rank that sat out did not step it.
+        """
+        stats = RoundStats()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        steps = self.schedule.round_steps(self.step_count, samples_before, target)
+        for segment in epoch_segments(steps, self.schedule.steps_per_epoch):
+            with Join([self.ddp], enable=self.schedule.sits_out):
+                for step in segment:
+                    batch = self.batches.batch(step)
+                    if batch is None:  # out of data until the epoch ends
+                        break
+                    loss_sum += self.step(step, batch)
+            if self.schedule.sits_out:
+                self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
+        for step in steps:
+            stats.count_step(self.schedule.batch_sizes(step), self.param_bytes, self.buffer_bytes)
+        self.step_count = steps.stop
+        dist.all_reduce(loss_sum)
+        stats.loss_sum = float(loss_sum)
+        return stats
+
+    def step(self, step: int, batch: torch.Tensor) -> torch.Tensor:
+        """One DDP step on this rank's batch; return the batch's summed loss."""
+        config = self.config
+        self.server.zero_grad()
+        generator = torch_generator(config.seed, Stream.STEP_DATA, step, self.rank)
+        with seeded_global_rng(derive_seed(config.seed, Stream.STEP_DROPOUT, step, self.rank), self.device):
+            loss, result = batch_loss(self.ddp, self.data, batch, task=self.task, generator=generator,
+                                      class_weights=self.class_weights, noise_sigma=self.noise, amp=config.amp)
+        if self.rank_weights is not None and self.rank_weights.rule == "dynamic":
+            self.rank_weights.contribute(result.weighted_mean_loss)
+        scaler = self.server.scaler
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        self.server.step_gradient()
+        return result.loss_sum.double()
+
+    def _sync_server(self, src: int) -> None:
+        """Give every rank rank ``src``'s momentum, which a rank that sat out has not kept up."""
+        if not self.config.momentum:
+            return
+        state = self.server.optimizer.state
+        buffers = []
+        for param in self.params:
+            if state[param].get("momentum_buffer") is None:  # a rank that has never stepped
+                state[param]["momentum_buffer"] = torch.zeros_like(param)
+            buffers.append(state[param]["momentum_buffer"])
+        broadcast_tensors(buffers, src)
+
+    def state_dict(self) -> dict:
+        """Return what a checkpoint needs beyond the global tensors: step count, optimizer and loss scale."""
+        return {"step_count": self.step_count, "server": self.server.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output."""
+        self.step_count = int(state["step_count"])
+        self.server.load_state_dict(state["server"])
+
+
+def last_authority(batch_sizes) -> int:
+    """Return the rank whose model DDP keeps when ``Join`` ends: the highest rank active at the last step."""
+    return max(rank for rank, size in enumerate(batch_sizes) if size)
+
+
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
+    """Return the dtype of the model's parameters (the run's dtype)."""
+    return next(model.parameters()).dtype

@@ -1,0 +1,97 @@
+"""Process-group set-up for a torchrun rank, and ``fedsim ddp --nproc N``'s own torchrun launch."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+#: The variables torchrun (and any torch.distributed launcher) gives each rank.
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in the process group."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+
+    @property
+    def leader(self) -> bool:
+        """Rank 0, which alone logs, evaluates, checkpoints and writes the results folder."""
+        return self.rank == 0
+
+
+def under_torchrun() -> bool:
+    """Whether this process was started by torchrun (or another launcher that sets its variables)."""
+    return all(name in os.environ for name in LAUNCHER_VARIABLES)
+
+
+def start_process_group(device: str, timeout_s: float) -> Ranks:
+    """Join the process group torchrun set up: gloo on the CPU, nccl on CUDA (one GPU per local rank).
+
+    ``timeout_s`` bounds every collective: a rank whose peer has died or stalled fails with an
+    error instead of waiting for ever.
+    """
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    cuda = device in ("cuda", "auto") and torch.cuda.is_available()
+    if device == "cuda" and not cuda:
+        raise RuntimeError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
+    where = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(where)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s),
+                                device_id=where if cuda else None)
+    return Ranks(rank, world_size, local_rank, where)
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on ``host`` that is free now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def torchrun_command(nproc: int, args: list[str], port: int) -> list[str]:
+    """Return the torchrun command line that runs ``fedsim ddp args`` in ``nproc`` processes on 127.0.0.1."""
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
+            f"--master-addr={LOOPBACK}", f"--master-port={port}", "--max-restarts=0",
+            "-m", "fedsim", "ddp", *args]
+
+
+def rank_environment(nproc: int) -> dict:
+    """Return the environment for ``nproc`` local ranks: loopback only, and the CPUs shared among them.
+
+    Each rank gets ``cpus // nproc`` intra-op threads (at least one): OpenMP threads of several
+    processes that outnumber the cores spin against each other and slow every rank down.
+    """
+    env = dict(os.environ)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    env.setdefault("OMP_NUM_THREADS", str(max(1, cpus // nproc)))
+    if "lo" in {name for _, name in socket.if_nameindex()}:
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo would otherwise pick the hostname's interface
+    return env
+
+
+def launch(nproc: int, args: list[str]) -> int:
+    """Run ``fedsim ddp args`` in ``nproc`` processes under torchrun on 127.0.0.1; return its exit status.
+
+    When a rank fails, torchrun stops the others and its report names the failed rank.
+    """
+    process = subprocess.Popen(torchrun_command(nproc, args, free_port()), env=rank_environment(nproc))
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # the ranks got the same Ctrl-C: let them save what they can and stop
+        return process.wait()

@@ -1,0 +1,74 @@
+"""One rank's run: the same rounds as in-process, with rank 0 alone evaluating and writing the folder."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from ...build import build_model
+from ...client import evaluate
+from ...partitioning import partition_for
+from ...recorder import Recorder
+from ...results import RunFolder
+from ...strategies import get_strategy
+from ...tasks import create_task
+from ..inprocess.loop import RunResult
+from ..rounds import drive
+from .collectives import broadcast_object
+from .fedavg import DistributedFedAvgRounds
+from .gradient import DistributedGradientRounds
+from .launch import start_process_group
+
+#: Seconds a collective may wait for a peer before the rank gives up (``fedsim ddp --timeout``).
+DEFAULT_TIMEOUT_S = 600.0
+
+
+def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s: float = DEFAULT_TIMEOUT_S) -> RunResult:
+    """Run one strategy as this rank of a torchrun job; return its rows, summary and final model.
+
+    Every rank loads the data, makes the partition and builds the seeded model itself (they are
+    functions of the config), so nothing but gradients, models and a few counts travels. Rank 0
+    writes ``out`` in the format of `fedsim.engines.inprocess.run`, through the same recorder,
+    and a resumed run's state is sent from it to the others.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    out : str or Path, optional
+        Results folder, written by rank 0.
+    resume : bool, default False
+        Continue from ``out``'s checkpoint.
+    quiet : bool, default True
+        No progress bar (rank 0 draws it otherwise).
+    timeout_s : float
+        How long a collective waits for a peer before failing.
+    """
+    owns_group = not dist.is_initialized()
+    ranks = start_process_group(config.device, timeout_s)
+    try:
+        if ranks.leader and out is not None:
+            RunFolder(out).check(resume=resume)
+        data = config.load_dataset()
+        task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
+        partition = partition_for(config, data.train_labels.numpy())
+        model = build_model(config, data, ranks.device)
+        local_training = get_strategy(config.strategy).local_training
+        rounds_class = DistributedFedAvgRounds if local_training else DistributedGradientRounds
+        rounds = rounds_class(config, model, data, task, partition, ranks)
+        recorder = Recorder(config, partition, out if ranks.leader else None, multilabel=task.multilabel,
+                            resume=resume and ranks.leader, quiet=quiet or not ranks.leader)
+        restored, progress = broadcast_object((recorder.start(), recorder.progress))
+        recorder.progress = progress
+        if restored is not None:
+            with torch.no_grad():
+                torch._foreach_copy_(rounds.global_state, [t.to(ranks.device) for t in restored.global_state])
+            rounds.load_state_dict(restored.engine_state)
+
+        # the gradient strategies' global state is the model's own: nothing to load before evaluating
+        state = rounds.global_state if local_training else None
+        evaluation = (lambda: evaluate(model, state, data, task=task)) if ranks.leader else (lambda: None)
+        summary = drive(recorder, rounds, evaluation)
+        return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+    finally:
+        if owns_group:
+            dist.destroy_process_group()

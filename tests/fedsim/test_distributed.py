@@ -1,0 +1,231 @@
+"""The torch.distributed engine, on real gloo processes on 127.0.0.1: the same numbers as in-process.
+
+Each test starts torchrun (or ``fedsim ddp``) as a child process with a timeout on every wait,
+so that a hang fails the test instead of stalling the suite, and no process outlives it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fedsim.config import RunConfig
+from fedsim.engines.distributed.launch import free_port, rank_environment
+from fedsim.engines.inprocess import run
+from fedsim.results import read_rows
+
+pytestmark = [pytest.mark.slow]
+
+CASES = Path(__file__).with_name("ddp_cases.py")
+EXACT = {"rtol": 1e-10, "atol": 1e-10}
+BASE = {"model": "mlp", "num_partitions": 2, "partition": "dirichlet", "alpha": 0.3, "rounds": 2, "batch_size": 10,
+        "lr": 0.1, "dtype": "float64", "eval_every": 2}
+
+# Each runs in-process and on 2 gloo processes; 2 rounds of Dir(0.3) shards of ~2,000 samples each.
+ENGINE_CASES = {
+    "allreduce, momentum, Join": {"strategy": "allreduce", "momentum": 0.5, "lr": 0.05},
+    "allreduce, cycle": {"strategy": "allreduce", "uneven": "cycle", "weight_decay": 1e-3},
+    "reweighted size": {"strategy": "reweighted", "weights": "size"},
+    "reweighted class-balanced": {"strategy": "reweighted", "weights": "class-balanced"},
+    "reweighted dynamic": {"strategy": "reweighted", "weights": "dynamic", "temperature": 0.5},
+    "fedavg, 2 clients": {"strategy": "fedavg", "local_epochs": 1},
+    "fedavg, 6 clients": {"strategy": "fedavg", "num_partitions": 6, "fraction": 0.5, "local_steps": 5,
+                          "server_momentum": 0.5},
+    "BatchNorm cnn, Join": {"strategy": "allreduce", "model": "cnn", "norm": "batch", "rounds": 1, "eval_every": 1},
+    "float32": {"strategy": "reweighted", "weights": "size", "dtype": "float32"},
+}
+
+
+def torchrun(args, *, nproc=2, timeout=300, extra=()):
+    """Run ``args`` (a script or ``-m module`` and its arguments) under torchrun on 127.0.0.1."""
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
+               "--master-addr=127.0.0.1", f"--master-port={free_port()}", "--max-restarts=0", *extra, *args]
+    return subprocess.run(command, env=rank_environment(nproc), capture_output=True, text=True, timeout=timeout)
+
+
+def fedsim(*args, timeout=300):
+    """Run the ``fedsim`` command line in a child process."""
+    return subprocess.run([sys.executable, "-m", "fedsim", *args], env=rank_environment(2), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def relative_distance(a, b):
+    return float(torch.linalg.vector_norm(torch.cat([(x - y).flatten() for x, y in zip(a, b)]))
+                 / torch.linalg.vector_norm(torch.cat([y.flatten() for y in b])))
+
+
+@pytest.fixture(scope="module")
+def distributed_finals(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engines")
+    configs = [{**BASE, **case} for case in ENGINE_CASES.values()]
+    (out / "configs.json").write_text(json.dumps(configs))
+    result = torchrun([str(CASES), "engines", str(out)], timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return dict(zip(ENGINE_CASES, torch.load(out / "finals.pt")))
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("case", [name for name in ENGINE_CASES if name != "float32"])
+def test_ddp_equals_in_process_in_float64(distributed_finals, mnist5k, case):
+    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]}), data=mnist5k).global_state
+    torch.testing.assert_close(distributed_finals[case], expected, **EXACT)
+
+
+@pytest.mark.numerics
+def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, mnist5k):
+    """In float32 the two engines sum in other orders; ~400 steps keep them within 1e-4 of the norm."""
+    expected = run(RunConfig(**{**BASE, **ENGINE_CASES["float32"]}), data=mnist5k).global_state
+    assert relative_distance(distributed_finals["float32"], expected) < 1e-4
+
+
+@pytest.fixture(scope="module")
+def hook_gradients(tmp_path_factory):
+    out = tmp_path_factory.mktemp("hooks")
+    result = torchrun([str(CASES), "hooks", str(out)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [torch.load(out / f"rank{rank}.pt") for rank in (0, 1)]
+
+
+@pytest.mark.parametrize("rule, expected_weights", [("equal", [0.5, 0.5]), ("size", [0.25, 0.75])])
+def test_a_hook_gives_the_weighted_sum_of_the_local_gradients(hook_gradients, rule, expected_weights):
+    local = [saved["local"] for saved in hook_gradients]
+    by_hand = [expected_weights[0] * a + expected_weights[1] * b for a, b in zip(*local)]
+    for saved in hook_gradients:  # every rank ends with the same sum
+        torch.testing.assert_close(saved[rule], by_hand, rtol=1e-12, atol=1e-12)
+
+
+def test_the_equal_weight_hook_equals_ddp_without_a_hook(hook_gradients):
+    for saved in hook_gradients:
+        torch.testing.assert_close(saved["equal"], saved["none"], rtol=1e-12, atol=1e-12)
+
+
+def test_the_dynamic_hook_weighs_ranks_by_the_softmax_of_their_losses(hook_gradients):
+    losses = np.array([saved["dynamic_loss"] for saved in hook_gradients])
+    weights = np.exp((losses - losses.max()) / 0.5)
+    weights /= weights.sum()
+    local = [saved["local"] for saved in hook_gradients]
+    by_hand = [weights[0] * a + weights[1] * b for a, b in zip(*local)]
+    torch.testing.assert_close(hook_gradients[0]["dynamic"], by_hand, rtol=1e-12, atol=1e-12)
+
+
+def test_join_ends_and_divides_as_the_rule_says(tmp_path):
+    """Rank i takes 3 + i steps (PyTorch's test_join.py): 3 steps of both ranks, then one of rank 1 alone.
+
+    Each active rank's gradient is 1. The lone step adds rank 1's weight: 1/2 of DDP's default
+    (divided by the initial world size), 1/2 equal, 3/4 by size [1, 3], 1/2 dynamic (its softmax
+    share 1 times 1 of 2 ranks active).
+    """
+    result = torchrun([str(CASES), "join", str(tmp_path)], timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = {"none": -3.5, "equal": -3.5, "size": -3.75, "dynamic": -3.5}
+    for rank in (0, 1):
+        saved = torch.load(tmp_path / f"rank{rank}.pt")
+        assert {rule: saved[rule]["steps"] for rule in expected} == dict.fromkeys(expected, 3 + rank)
+        assert {rule: saved[rule]["weight"] for rule in expected} == pytest.approx(expected, abs=1e-12)
+
+
+def cli_run(rounds=2):
+    return ["--strategy", "reweighted", "--weights", "size", "--model", "mlp", "--num-partitions", "2",
+            "--rounds", str(rounds), "--dtype", "float64", "--quiet"]
+
+
+def test_fedsim_ddp_writes_the_folder_of_fedsim_run_and_resumes(tmp_path, mnist5k):
+    one_round = fedsim("ddp", "--nproc", "2", *cli_run(rounds=1), "--out", str(tmp_path / "ddp"))
+    assert one_round.returncode == 0, one_round.stderr[-3000:]
+    resumed = fedsim("ddp", "--nproc", "2", *cli_run(), "--out", str(tmp_path / "ddp"), "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "reweighted" in resumed.stdout and "results in" in resumed.stdout
+    in_process = fedsim("run", *cli_run(), "--out", str(tmp_path / "run"))
+    assert in_process.returncode == 0, in_process.stderr[-3000:]
+    ddp, single = tmp_path / "ddp", tmp_path / "run"
+    assert sorted(p.name for p in ddp.iterdir()) == sorted(p.name for p in single.iterdir())
+    torch.testing.assert_close(torch.load(ddp / "model.pt"), torch.load(single / "model.pt"), **EXACT)
+    for got, want in zip(read_rows(ddp / "metrics.csv"), read_rows(single / "metrics.csv"), strict=True):
+        assert got.keys() == want.keys() and got["strategy"] == want["strategy"]
+        numbers = [key for key in want if key not in ("strategy", "wall_s")]
+        assert [got[key] for key in numbers] == pytest.approx([want[key] for key in numbers], rel=1e-9)
+
+
+def test_two_launchers_on_loopback_make_the_folder_of_one(tmp_path):
+    """The two-node command of the README, as two torchrun launchers of one process each on 127.0.0.1."""
+    port = free_port()
+    launchers = []
+    for node in (0, 1):
+        command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", f"--node-rank={node}",
+                   "--nproc-per-node=1", f"--rdzv-endpoint=127.0.0.1:{port}", "--max-restarts=0",
+                   "-m", "fedsim", "ddp", *cli_run(), "--out", str(tmp_path / "two")]
+        launchers.append(subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+    try:
+        outputs = [launcher.communicate(timeout=300) for launcher in launchers]
+    finally:
+        for launcher in launchers:
+            launcher.kill()
+    assert [launcher.returncode for launcher in launchers] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
+    one = fedsim("ddp", "--nproc", "2", *cli_run(), "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    torch.testing.assert_close(torch.load(tmp_path / "two" / "model.pt"), torch.load(tmp_path / "one" / "model.pt"),
+                               rtol=0, atol=0)
+    rows = [[{k: v for k, v in row.items() if k != "wall_s"} for row in read_rows(tmp_path / name / "metrics.csv")]
+            for name in ("two", "one")]
+    assert rows[0] == rows[1]
+
+
+def test_a_killed_rank_stops_the_run_with_an_error_that_names_it(tmp_path):
+    """SIGKILL rank 1 mid-run: torchrun stops rank 0 and exits non-zero, naming rank 1, well within the timeout."""
+    command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "cnn",
+               "--num-partitions", "2", "--rounds", "50", "--quiet", "--timeout", "60", "--out", str(tmp_path / "r")]
+    launcher = subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    try:
+        victim = wait_for_rank(launcher.pid, rank=1, timeout=120)
+        time.sleep(3)  # into the training steps
+        started = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        _, stderr = launcher.communicate(timeout=90)
+        assert time.monotonic() - started < 60
+    finally:
+        os.killpg(launcher.pid, signal.SIGKILL) if launcher.poll() is None else None
+    assert launcher.returncode != 0
+    assert "rank: 1" in stderr and "SIGKILL" in stderr, stderr[-3000:]
+    assert "fedsim ddp: error: torchrun exited with status" in stderr
+
+
+def wait_for_rank(root: int, rank: int, timeout: float) -> int:
+    """Return the pid of the process below ``root`` whose environment says ``RANK=rank``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in descendants(root):
+            try:
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if f"RANK={rank}".encode() in environ:
+                return pid
+        time.sleep(0.2)
+    raise AssertionError(f"no process with RANK={rank} started within {timeout} s")
+
+
+def descendants(root: int) -> list[int]:
+    """Return the pids of every process below ``root`` (read from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
