@@ -13,7 +13,7 @@ import re
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from .config import DEVICES, DTYPES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
+from .config import COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
 from .partitioning import SCHEMES
 from .strategies import list_strategies
 
@@ -64,6 +64,9 @@ HELP = {
     "checkpoint_every": "write checkpoint.pt every this many rounds (and after the last)",
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",
     "fused": "allreduce/reweighted: one forward of K x B samples where per-rank semantics allow",
+    "compression": "allreduce/reweighted: how gradients travel: none, fp16, bf16, int8, or powersgd (fedsim ddp "
+                   "only); bytes are counted compressed",
+    "powersgd_rank": "--compression powersgd: the rank of its low-rank approximation, >= 1",
     "partition_file": "a partition saved by `fedsim partition` (JSON), used instead of the partition flags "
                       "(default: none, the partition is made from them)",
 }
@@ -97,7 +100,7 @@ def _model_names() -> list[str]:
 CHOICES = {
     "strategy": tuple(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
-    "device": DEVICES, "dtype": DTYPES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
+    "compression": COMPRESSIONS, "device": DEVICES, "dtype": DTYPES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {

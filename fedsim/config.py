@@ -17,6 +17,7 @@ DYNAMIC_RULES = ("loss", "cosine")
 UNEVEN_MODES = ("join", "cycle")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
+COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.compression` says what each is
 
 
 @dataclass(frozen=True)
@@ -31,8 +32,9 @@ class RunConfig:
     strategy             its own fields
     ===================  ==========================================================
     ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum
-    ``allreduce``        uneven, fused
-    ``reweighted``       uneven, fused; dynamic_rule, temperature with ``weights="dynamic"``
+    ``allreduce``        uneven, fused, compression, powersgd_rank
+    ``reweighted``       uneven, fused, compression, powersgd_rank; dynamic_rule, temperature with
+                         ``weights="dynamic"``
     ===================  ==========================================================
 
     `for_strategy` switches a config to another strategy, resetting the fields it does not read.
@@ -107,6 +109,11 @@ class RunConfig:
     eval_every, checkpoint_every : int
         Evaluate and checkpoint every that many rounds (and always after the last).
     label_smoothing : float
+    compression : {"none", "fp16", "bf16", "int8", "powersgd"}
+        allreduce/reweighted: how each rank's gradient travels (`fedsim.compression`); bytes are
+        counted at the compressed size. ``powersgd`` runs on ``fedsim ddp`` only.
+    powersgd_rank : int
+        PowerSGD's matrix approximation rank.
     fused : bool
         allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
         keeps per-rank semantics (no BatchNorm, no dropout, no cosine
@@ -162,6 +169,8 @@ class RunConfig:
     checkpoint_every: int = 1
     label_smoothing: float = 0.0
     fused: bool = True
+    compression: str = "none"
+    powersgd_rank: int = 2
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
@@ -170,6 +179,7 @@ class RunConfig:
             raise TypeError(f"`dataset_options` must be a table of option = value, got {self.dataset_options!r}")
         check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         check_choice("uneven", self.uneven, UNEVEN_MODES)
+        check_choice("compression", self.compression, COMPRESSIONS)
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
@@ -179,7 +189,7 @@ class RunConfig:
         # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
         integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
                                          "checkpoint_every", "classes_per_partition", "shards_per_partition",
-                                         "max_tries")}
+                                         "max_tries", "powersgd_rank")}
         integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}))
         for name, minimum in integers.items():
             object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
@@ -209,6 +219,8 @@ class RunConfig:
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
+        if self.powersgd_rank != 2 and self.compression != "powersgd":
+            raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")

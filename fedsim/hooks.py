@@ -24,6 +24,8 @@ import torch
 import torch.distributed as dist
 
 from .aggregate import aggregation_weights
+from .compression import (POWERSGD_MIN_COMPRESSION_RATE, POWERSGD_START_STEP, dequantize_mean, int8_scale,
+                          quantize_int8)
 
 #: The rules `RankWeights` takes (``class-balanced`` weighs samples in the loss and ranks alike).
 RULES = ("equal", "size", "class-balanced", "dynamic")
@@ -88,15 +90,92 @@ class RankWeights:
         self._score = None
 
 
+    def weight_for(self, bucket: dist.GradBucket) -> float:
+        """Return this rank's weight for ``bucket``, finding it at the step's first bucket."""
+        if bucket.index() == 0:
+            self.begin_step(bucket.buffer().device)
+        weight = self.weight
+        if bucket.is_last():
+            self.end_step()
+        return weight
+
+
 def weighted_allreduce_hook(state: RankWeights, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """All-reduce ``weight_r * g_r`` over the ranks: the parameters receive ``sum_r w_r g_r``.
 
     Register with ``model.register_comm_hook(RankWeights(...), weighted_allreduce_hook)``.
     """
-    if bucket.index() == 0:
-        state.begin_step(bucket.buffer().device)
-    tensor = bucket.buffer().mul_(state.weight)
-    if bucket.is_last():
-        state.end_step()
+    tensor = bucket.buffer().mul_(state.weight_for(bucket))
     work = dist.all_reduce(tensor, group=state.process_group, async_op=True)
     return work.get_future().then(lambda future: future.value()[0])
+
+
+def weighted(hook, hook_state):
+    """Return a hook that weighs this rank's gradient, then hands it to an averaging ``hook``.
+
+    The gradient is scaled by ``w_r * K``, so that a hook that averages over the K ranks (PyTorch's
+    ``fp16_compress_hook``, ``powerSGD_hook``, or `int8_compress_hook`) delivers ``sum_r w_r g_r``.
+    Register with ``model.register_comm_hook(RankWeights(...), weighted(hook, hook_state))``.
+    """
+
+    def weighted_hook(state: RankWeights, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        bucket.buffer().mul_(state.weight_for(bucket) * state.world_size)
+        return hook(hook_state, bucket)
+
+    return weighted_hook
+
+
+def int8_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """Average the ranks' gradients sent as 8-bit integers: a quarter of float32's bytes.
+
+    Each gradient tensor is quantized with one scale that all ranks share, its largest
+    magnitude over the ranks / 127 (one small all-reduce per bucket), and the int8 tensors are
+    all-gathered, since their sum would overflow 8 bits. The shared scale lets the ranks add the
+    integers exactly; the rounding error is at most half a step per element.
+    (`fedsim.compression.simulate` is the same arithmetic for the in-process engine.)
+    """
+    group = process_group if process_group is not None else dist.group.WORLD
+    world_size = dist.get_world_size(group)
+    tensors = bucket.gradients()
+    largest = torch.stack([t.abs().max() for t in tensors])
+    dist.all_reduce(largest, op=dist.ReduceOp.MAX, group=group)
+    scales = int8_scale(largest)
+    quantized = torch.cat([quantize_int8(t, scale).flatten() for t, scale in zip(tensors, scales)])
+    gathered = [torch.empty_like(quantized) for _ in range(world_size)]
+    work = dist.all_gather(gathered, quantized, group=group, async_op=True)
+
+    def decompress(_):
+        total = gathered[0].to(torch.int32)
+        for part in gathered[1:]:
+            total += part
+        offset = 0
+        for tensor, scale in zip(tensors, scales):
+            part = total[offset : offset + tensor.numel()].view_as(tensor)
+            tensor.copy_(dequantize_mean(part, scale, world_size, tensor.dtype))
+            offset += tensor.numel()
+        return bucket.buffer()
+
+    return work.get_future().then(decompress)
+
+
+def averaging_hook(compression: str, *, powersgd_rank: int = 2, seed: int = 0):
+    """Return ``(hook, state)``: the averaging hook of a `fedsim.compression` scheme, or ``None`` for ``"none"``.
+
+    PyTorch's own hooks where it has them: ``fp16_compress_hook``, ``bf16_compress_hook`` and
+    ``powerSGD_hook``; `int8_compress_hook` otherwise. Register one with
+    ``model.register_comm_hook(state, hook)``, or weigh the ranks first with `weighted`.
+    """
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if compression == "none":
+        return None
+    if compression == "powersgd":
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=powersgd_rank, start_powerSGD_iter=POWERSGD_START_STEP,
+            min_compression_rate=POWERSGD_MIN_COMPRESSION_RATE, random_seed=seed)
+        return powerSGD_hook.powerSGD_hook, state
+    hooks = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook,
+             "int8": int8_compress_hook}
+    if compression not in hooks:
+        raise ValueError(f"unknown `compression`={compression!r}; known: none, {', '.join(hooks)}, powersgd")
+    return hooks[compression], None

@@ -59,6 +59,8 @@ SETTINGS: dict[str, Setting] = {
     "server_momentum": Setting(_FEDAVG, "FedAvg's server momentum, FedAvgM"),
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
     "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
+    "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
+    "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with `compression`='powersgd'"),
     "dynamic_rule": Setting(frozenset({"reweighted"}), "the dynamic weights' score", weights="dynamic"),
     "temperature": Setting(frozenset({"reweighted"}), "the dynamic weights' softmax temperature", weights="dynamic"),
 }

@@ -39,8 +39,13 @@ ENGINE_CASES = {
     "fedavg, 6 clients": {"strategy": "fedavg", "num_partitions": 6, "fraction": 0.5, "local_steps": 5,
                           "server_momentum": 0.5},
     "BatchNorm cnn, Join": {"strategy": "allreduce", "model": "cnn", "norm": "batch", "rounds": 1, "eval_every": 1},
+    "allreduce, fp16 compression": {"strategy": "allreduce", "compression": "fp16"},
+    "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},
+    "reweighted dynamic, int8 compression": {"strategy": "reweighted", "weights": "dynamic", "compression": "int8"},
     "float32": {"strategy": "reweighted", "weights": "size", "dtype": "float32"},
+    "PowerSGD": {"strategy": "allreduce", "compression": "powersgd", "rounds": 1, "eval_every": 1},
 }
+IN_PROCESS_CASES = [name for name in ENGINE_CASES if name not in ("float32", "PowerSGD")]
 
 
 def torchrun(args, *, nproc=2, timeout=300, extra=()):
@@ -72,7 +77,7 @@ def distributed_finals(tmp_path_factory):
 
 
 @pytest.mark.numerics
-@pytest.mark.parametrize("case", [name for name in ENGINE_CASES if name != "float32"])
+@pytest.mark.parametrize("case", IN_PROCESS_CASES)
 def test_ddp_equals_in_process_in_float64(distributed_finals, mnist5k, case):
     expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]}), data=mnist5k).global_state
     torch.testing.assert_close(distributed_finals[case], expected, **EXACT)
@@ -83,6 +88,20 @@ def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, mn
     """In float32 the two engines sum in other orders; ~400 steps keep them within 1e-4 of the norm."""
     expected = run(RunConfig(**{**BASE, **ENGINE_CASES["float32"]}), data=mnist5k).global_state
     assert relative_distance(distributed_finals["float32"], expected) < 1e-4
+
+
+def test_compression_changes_the_result_that_both_engines_share(distributed_finals, mnist5k):
+    """The compressed runs above agree across engines because both compress, not because nothing is."""
+    for case in ("allreduce, fp16 compression", "reweighted dynamic, int8 compression"):
+        settings = {**BASE, **ENGINE_CASES[case], "compression": "none"}
+        uncompressed = run(RunConfig(**settings), data=mnist5k).global_state
+        assert relative_distance(distributed_finals[case], uncompressed) > 1e-8
+
+
+def test_powersgd_trains_on_ddp_and_is_refused_in_process(distributed_finals, mnist5k):
+    assert all(torch.isfinite(t).all() for t in distributed_finals["PowerSGD"])
+    with pytest.raises(ValueError, match="powersgd.*fedsim ddp"):
+        run(RunConfig(**{**BASE, **ENGINE_CASES["PowerSGD"]}), data=mnist5k)
 
 
 @pytest.fixture(scope="module")

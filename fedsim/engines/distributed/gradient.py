@@ -18,7 +18,8 @@ from partitions import feature_noise_levels
 
 from ...aggregate import loss_class_weights
 from ...client import state_tensors
-from ...hooks import RankWeights, weighted_allreduce_hook
+from ...compression import wire_bytes
+from ...hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
 from ...recorder import RoundStats
 from ...sampler import ShardSampler
 from ...schedule import RankSchedule, model_bytes
@@ -103,11 +104,8 @@ class DistributedGradientRounds:
         self.noise = float(feature_noise_levels(ranks.world_size, config.feature_noise)[ranks.rank])
         class_weights = loss_class_weights(config.weights, partition, data.train_labels, task, model_dtype(model))
         self.class_weights = None if class_weights is None else class_weights[ranks.rank].to(ranks.device)
-        self.rank_weights = None
-        if config.strategy == "reweighted":
-            self.rank_weights = RankWeights(config.weights, partition.sizes, temperature=config.temperature)
-            self.ddp.register_comm_hook(self.rank_weights, weighted_allreduce_hook)
-        self.param_bytes, self.buffer_bytes = model_bytes(model)
+        self.rank_weights = register_gradient_hook(self.ddp, config, partition.sizes)
+        self.buffer_bytes = model_bytes(model)[1]
         self.step_count = 0
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
@@ -119,6 +117,7 @@ class DistributedGradientRounds:
         rank to run out. The server optimizer's momentum is taken from that rank too, since a
         rank that sat out did not step it.
         """
+        config = self.config
         stats = RoundStats()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         steps = self.schedule.round_steps(self.step_count, samples_before, target)
@@ -132,7 +131,8 @@ class DistributedGradientRounds:
             if self.schedule.sits_out:
                 self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
         for step in steps:
-            stats.count_step(self.schedule.batch_sizes(step), self.param_bytes, self.buffer_bytes)
+            sent = wire_bytes(self.params, config.compression, step, config.powersgd_rank)
+            stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
         self.step_count = steps.stop
         dist.all_reduce(loss_sum)
         stats.loss_sum = float(loss_sum)
@@ -173,6 +173,23 @@ class DistributedGradientRounds:
         """Restore `state_dict` output."""
         self.step_count = int(state["step_count"])
         self.server.load_state_dict(state["server"])
+
+
+def register_gradient_hook(ddp: DistributedDataParallel, config, sizes) -> RankWeights | None:
+    """Register the communication hook of ``config``'s strategy and compression; return reweighted's weights.
+
+    allreduce keeps DDP's own averaging, or PyTorch's compression hook in its place;
+    reweighted weighs each rank's gradient (`fedsim.hooks`) before the sum, compressed or not.
+    """
+    averaging = averaging_hook(config.compression, powersgd_rank=config.powersgd_rank, seed=config.seed)
+    if config.strategy == "allreduce":
+        if averaging is not None:
+            hook, state = averaging
+            ddp.register_comm_hook(state, hook)
+        return None
+    weights = RankWeights(config.weights, sizes, temperature=config.temperature)
+    ddp.register_comm_hook(weights, weighted_allreduce_hook if averaging is None else weighted(*averaging))
+    return weights
 
 
 def last_authority(batch_sizes) -> int:

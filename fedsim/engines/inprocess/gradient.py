@@ -15,6 +15,7 @@ from partitions import feature_noise_levels
 
 from ...aggregate import accumulate, aggregation_weights, cosine_to_mean, loss_class_weights
 from ...client import state_tensors
+from ...compression import check_in_process, simulate, wire_bytes
 from ...recorder import RoundStats
 from ...schedule import RankSchedule, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
@@ -70,8 +71,12 @@ class GradientRounds:
         if self.class_weights is not None:
             self.class_weights = self.class_weights.to(self.device)
         self.dynamic = config.weights == "dynamic"
-        self.fused = config.fused and not forward_per_rank(model) and not (self.dynamic and config.dynamic_rule == "cosine")
-        self.param_bytes, self.buffer_bytes = model_bytes(model)
+        self.compression = check_in_process(config.compression)
+        # dynamic weights and compression act on each rank's gradient apart: no running sum in .grad then
+        self.separate = self.dynamic or self.compression != "none"
+        self.fused = (config.fused and not forward_per_rank(model) and self.compression == "none"
+                      and not (self.dynamic and config.dynamic_rule == "cosine"))
+        self.buffer_bytes = model_bytes(model)[1]
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
@@ -88,7 +93,8 @@ class GradientRounds:
             active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
             stats.loss_sum += self.step(batches, active)
             self.server.step_gradient()
-            stats.count_step(self.schedule.batch_sizes(step), self.param_bytes, self.buffer_bytes)
+            sent = wire_bytes(self.params, self.compression, step, self.config.powersgd_rank)
+            stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
             self.step_count += 1
         return stats
 
@@ -150,12 +156,12 @@ class GradientRounds:
         start = [b.clone() for b in self.buffers] if start is None else start
         updated = {}
         loss_sum, rank_means, gradients = 0.0, [], []
-        static = None if self.dynamic else self._weights(active)
+        static = None if self.separate else self._weights(active)
         for slot, rank in enumerate(active):
             if self.buffers:
                 torch._foreach_copy_(self.buffers, start)
             batch = batches[rank]
-            weight = 1.0 if self.dynamic else float(static[slot])
+            weight = 1.0 if self.separate else float(static[slot])
             with seeded_global_rng(self.dropout_seed(rank), self.device):
                 result = local_gradient(
                     self.model, self.data, batch, task=self.task, generator=self.generator(rank),
@@ -164,7 +170,7 @@ class GradientRounds:
                     noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
                 )
             loss_sum += float(result.loss_sum)
-            if self.dynamic:
+            if self.separate:
                 rank_means.append(result.weighted_mean_loss)
                 gradients.append([p.grad.clone() for p in self.params])
                 self.server.zero_grad()
@@ -173,12 +179,25 @@ class GradientRounds:
         if self.buffers:
             torch._foreach_copy_(self.buffers, updated[authority])
             self._rank_buffers = updated
+        if self.separate:
+            self._combine(gradients, active, rank_means)
+        return loss_sum
+
+    def _combine(self, gradients, active, rank_means) -> None:
+        """Leave in ``.grad`` the weighted sum of the ranks' separate gradients, compressed as DDP's hook would."""
+        scores = None
         if self.dynamic:
             scores = cosine_to_mean(gradients) if self.config.dynamic_rule == "cosine" else np.asarray(rank_means)
-            grads = [p.grad for p in self.params]
-            for gradient, weight in zip(gradients, self._weights(active, scores)):
+        weights = self._weights(active, scores)
+        grads = [p.grad for p in self.params]
+        if self.compression == "none":
+            for gradient, weight in zip(gradients, weights):
                 accumulate(grads, gradient, weight)
-        return loss_sum
+            return
+        # allreduce uses PyTorch's averaging hooks as they are; reweighted scales each rank by w_r * K first
+        scales = None if self.config.strategy == "allreduce" else [float(w) * self.num_ranks for w in weights]
+        with torch.no_grad():
+            torch._foreach_copy_(grads, simulate(gradients, self.compression, self.num_ranks, scales))
 
     def state_dict(self) -> dict:
         """Return what a checkpoint needs beyond the global tensors: step count, optimizer and loss scale."""
