@@ -173,9 +173,27 @@ def averaging_hook(compression: str, *, powersgd_rank: int = 2, seed: int = 0):
         state = powerSGD_hook.PowerSGDState(
             process_group=None, matrix_approximation_rank=powersgd_rank, start_powerSGD_iter=POWERSGD_START_STEP,
             min_compression_rate=POWERSGD_MIN_COMPRESSION_RATE, random_seed=seed)
-        return powerSGD_hook.powerSGD_hook, state
+        hook = powerSGD_hook.powerSGD_hook
+        return (one_bucket_at_a_time(hook) if dist.get_backend() == "gloo" else hook), state
     hooks = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook,
              "int8": int8_compress_hook}
     if compression not in hooks:
         raise ValueError(f"unknown `compression`={compression!r}; known: none, {', '.join(hooks)}, powersgd")
     return hooks[compression], None
+
+
+def one_bucket_at_a_time(hook):
+    """Return ``hook`` made to finish each bucket before DDP hands it the next.
+
+    gloo runs collectives in the order a rank issues them. PowerSGD issues its second and third
+    all-reduce from callbacks, and with several buckets in flight the callbacks of two buckets
+    can run in another order on each rank: the ranks then pair mismatched collectives and abort.
+    Waiting for each bucket keeps the order; it gives up overlapping buckets with each other.
+    """
+
+    def serial_hook(state, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+        future = hook(state, bucket)
+        future.wait()
+        return future
+
+    return serial_hook

@@ -43,7 +43,7 @@ ENGINE_CASES = {
     "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},
     "reweighted dynamic, int8 compression": {"strategy": "reweighted", "weights": "dynamic", "compression": "int8"},
     "float32": {"strategy": "reweighted", "weights": "size", "dtype": "float32"},
-    "PowerSGD": {"strategy": "allreduce", "compression": "powersgd", "rounds": 1, "eval_every": 1},
+    "PowerSGD": {"strategy": "allreduce", "compression": "powersgd", "model": "cnn", "rounds": 1, "eval_every": 1},
 }
 IN_PROCESS_CASES = [name for name in ENGINE_CASES if name not in ("float32", "PowerSGD")]
 

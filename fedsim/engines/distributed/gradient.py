@@ -93,8 +93,9 @@ class DistributedGradientRounds:
                              "only (`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
         self.config, self.model, self.data, self.task = config, model, data, task
         self.rank, self.device = ranks.rank, ranks.device
+        # gradients as views of DDP's buckets: one copy of the gradient less per step
         self.ddp = DistributedDataParallel(model, device_ids=[ranks.device.index] if ranks.device.type == "cuda"
-                                           else None)
+                                           else None, gradient_as_bucket_view=True)
         self.global_state = state_tensors(model)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.server = ServerOptimizer.for_config(config, self.params)
