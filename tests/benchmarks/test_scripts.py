@@ -43,3 +43,15 @@ def test_strategy_sweep_writes_table_and_figure(tmp_path):
 def test_engine_speed_memory_child_runs_a_round():
     out = script("engine_speed.py", "--rss-child", "10")
     assert json.loads(out.strip().splitlines()[-1])["clients"] == 10
+
+
+@pytest.mark.slow
+def test_ddp_speed_prints_the_four_jobs_and_their_ratios():
+    out = script("ddp_speed.py", "--model", "mlp", "--rounds", "3", "--repeats", "1", "--device", "cpu")
+    results = json.loads(out.strip().splitlines()[-1])
+    assert list(results) == ["(a) in-process, 2 ranks", "(b) DDP, 2 processes", "(c) (b) + fp16 compression",
+                             "(d) (b) + PowerSGD rank 2"]
+    assert results["(a) in-process, 2 ranks"]["ratio_to_a"] == 1.0
+    assert all(job["samples_per_s"] > 0 for job in results.values())
+    sent = [job["bytes_per_step_per_rank"] for job in results.values()]
+    assert sent[2] * 2 == sent[1] and sent[3] < sent[2]

@@ -248,3 +248,19 @@ def descendants(root: int) -> list[int]:
             found.append(child)
             stack.append(child)
     return found
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_script.py"
+
+
+def test_the_readme_shows_the_example_ddp_script_as_it_is():
+    script = EXAMPLE.read_text()
+    readme = EXAMPLE.parents[1].joinpath("README.md").read_text()
+    assert script[script.index("import torch") :] in readme
+
+
+def test_the_example_ddp_script_trains_under_torchrun():
+    result = torchrun([str(EXAMPLE)], timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    losses = [float(line.rsplit(" ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("epoch")]
+    assert len(losses) == 3 and losses[-1] < losses[0]
