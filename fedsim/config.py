@@ -219,8 +219,6 @@ class RunConfig:
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
-        if self.powersgd_rank != 2 and self.compression != "powersgd":
-            raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")
@@ -240,6 +238,8 @@ class RunConfig:
             value = getattr(self, name)
             if value != default and not strategy.reads(name, self.weights):
                 raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
+        if self.powersgd_rank != 2 and self.compression != "powersgd":
+            raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
 
     @property
     def torch_dtype(self):

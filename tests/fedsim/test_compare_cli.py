@@ -87,6 +87,8 @@ UNREAD = [
     (["--no-fused"], "fedavg", "`--fused`=False"),
     (["--dynamic-rule", "cosine"], "fedavg", "`--dynamic-rule`='cosine'"),
     (["--temperature", "0.5"], "allreduce", "`--temperature`=0.5"),
+    (["--compression", "int8"], "fedavg", "`--compression`='int8'"),
+    (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
 ]
 
 

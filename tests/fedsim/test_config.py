@@ -28,6 +28,8 @@ UNREAD = [
     ("fused", False, "fedavg"),
     ("dynamic_rule", "cosine", "fedavg"),
     ("temperature", 0.5, "allreduce"),
+    ("compression", "int8", "fedavg"),
+    ("powersgd_rank", 3, "fedavg"),
 ]
 
 
