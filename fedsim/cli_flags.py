@@ -42,6 +42,8 @@ HELP = {
     "local_epochs": "FedAvg local epochs E per round",
     "local_steps": "FedAvg local steps tau per round, instead of --local-epochs (default: unset)",
     "batch_size": "samples per step per rank or client (B)",
+    "micro_batches": "gradient accumulation: each batch in this many forward/backward passes, one optimizer step "
+                     "(DDP's no_sync() for all but the last), >= 1",
     "lr": "learning rate of SGD: the DDP optimizer (allreduce, reweighted) or each client's (fedavg)",
     "momentum": "SGD momentum in [0, 1)",
     "weight_decay": "SGD L2 weight decay",

@@ -80,6 +80,9 @@ class RunConfig:
     batch_size, lr, momentum, weight_decay : number
         The training optimizer (SGD). For allreduce/reweighted it is the one global optimizer, as
         in a DDP script; for fedavg it is each client's, started fresh every round.
+    micro_batches : int
+        Gradient accumulation: each batch of a rank or client in this many forward/backward
+        passes before its one optimizer step (DDP's ``no_sync()`` for all but the last).
     fraction : float
         FedAvg's fraction C of clients sampled each round, in (0, 1].
     weights : {"equal", "size", "class-balanced", "dynamic"}
@@ -149,6 +152,7 @@ class RunConfig:
     local_epochs: int = 1
     local_steps: int | None = None
     batch_size: int = 10
+    micro_batches: int = 1
     lr: float = 0.05
     momentum: float = 0.0
     weight_decay: float = 0.0
@@ -189,7 +193,7 @@ class RunConfig:
         # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
         integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
                                          "checkpoint_every", "classes_per_partition", "shards_per_partition",
-                                         "max_tries", "powersgd_rank")}
+                                         "max_tries", "powersgd_rank", "micro_batches")}
         integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}))
         for name, minimum in integers.items():
             object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
@@ -216,6 +220,9 @@ class RunConfig:
                 f"use one of {', '.join(allowed)}"
                 + ("" if self.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
             )
+        if self.micro_batches > self.batch_size:
+            raise ValueError(f"`micro_batches`={self.micro_batches} must be at most `batch_size`={self.batch_size}: "
+                             "each micro-batch needs a sample")
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")

@@ -181,6 +181,20 @@ class RankSchedule:
         return self._orders[key]
 
 
+def micro_batch_count(batch_sizes, micro_batches: int) -> int:
+    """Return into how many parts every active rank splits its batch at a step.
+
+    ``micro_batches``, or fewer when some rank's batch is smaller: DDP ranks must run the same
+    number of forward passes per step, since each may hold a collective.
+
+    Examples
+    --------
+    >>> micro_batch_count([10, 3, 0], micro_batches=4)
+    3
+    """
+    return max(1, min([micro_batches, *(size for size in batch_sizes if size)]))
+
+
 def rank_order(shard: torch.Tensor, seed: int, rank: int, epoch: int, cycle: int = 0) -> torch.Tensor:
     """Return rank ``rank``'s shard in the order it reads it in ``epoch`` (its ``cycle``-th pass in it)."""
     generator = torch_generator(seed, Stream.SHUFFLE, epoch, rank, cycle)

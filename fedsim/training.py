@@ -74,6 +74,7 @@ class LocalTraining:
             optimizer=OptimizerConfig(lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay),
             prox_mu=config.mu,
             amp=config.amp,
+            micro_batches=config.micro_batches,
         )
 
 
@@ -93,6 +94,16 @@ class LocalGradient:
     def weighted_mean_loss(self) -> float:
         """Mean class-weighted loss per sample: the dynamic rule's score."""
         return float(self.weighted_loss_sum) / self.samples
+
+    @classmethod
+    def zero(cls) -> LocalGradient:
+        """Nothing forwarded yet: the start of a sum over micro-batches."""
+        return cls(0, torch.zeros(()), torch.zeros(()))
+
+    def __add__(self, other: LocalGradient) -> LocalGradient:
+        """The sums of two micro-batches of one batch."""
+        return LocalGradient(self.samples + other.samples, self.loss_sum + other.loss_sum,
+                             self.weighted_loss_sum + other.weighted_loss_sum)
 
 
 def local_gradient(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,

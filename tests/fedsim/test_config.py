@@ -181,3 +181,11 @@ def test_numpy_scalars_are_valid_settings_and_model_sizes():
     assert json.loads(json.dumps(config.to_dict()))["rounds"] == 2  # config.json takes it as it is
     model = create_model("mlp", num_classes=np.int64(10), in_channels=np.int64(1), image_size=np.int64(28))
     assert model is not None
+
+
+def test_micro_batches_reach_the_clients_and_may_not_outnumber_the_samples():
+    from fedsim.training import LocalTraining
+
+    assert LocalTraining.from_config(RunConfig(micro_batches=2)).micro_batches == 2
+    with pytest.raises(ValueError, match="`micro_batches`=11 must be at most `batch_size`=10"):
+        RunConfig(micro_batches=11)

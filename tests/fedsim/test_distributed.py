@@ -44,10 +44,15 @@ ENGINE_CASES = {
     "allreduce, fp16 compression": {"strategy": "allreduce", "compression": "fp16"},
     "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},
     "reweighted dynamic, int8 compression": {"strategy": "reweighted", "weights": "dynamic", "compression": "int8"},
+    "micro-batches under no_sync, Join": {"strategy": "allreduce", "micro_batches": 2, "batch_size": 20},
+    "micro-batches, BatchNorm, dynamic": {"strategy": "reweighted", "weights": "dynamic", **CNN, "norm": "batch",
+                                          "micro_batches": 3},
     "float32": {"strategy": "reweighted", "weights": "size", "dtype": "float32"},
+    "AMP": {"strategy": "allreduce", "dtype": "float32", "amp": True, "fused": False},
     "PowerSGD": {"strategy": "allreduce", "compression": "powersgd", **CNN},
 }
-IN_PROCESS_CASES = [name for name in ENGINE_CASES if name not in ("float32", "PowerSGD")]
+FLOAT32_CASES = ("float32", "AMP")
+IN_PROCESS_CASES = [name for name in ENGINE_CASES if name not in (*FLOAT32_CASES, "PowerSGD")]
 
 
 def torchrun(args, *, nproc=2, timeout=300, extra=()):
@@ -86,10 +91,15 @@ def test_ddp_equals_in_process_in_float64(distributed_finals, mnist5k, case):
 
 
 @pytest.mark.numerics
-def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, mnist5k):
-    """In float32 the two engines sum in other orders; ~200 steps keep them within 1e-4 of the norm."""
-    expected = run(RunConfig(**{**BASE, **ENGINE_CASES["float32"]}), data=mnist5k).global_state
-    assert relative_distance(distributed_finals["float32"], expected) < 1e-4
+@pytest.mark.parametrize("case", FLOAT32_CASES)
+def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, mnist5k, case):
+    """In float32 the two engines may sum in other orders; ~200 steps keep them within 1e-4 of the norm.
+
+    AMP (bf16 autocast) compares the in-process per-rank loop, whose forward has DDP's shapes;
+    the fused forward of both ranks' samples rounds otherwise in bf16 (5% apart after a round).
+    """
+    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]}), data=mnist5k).global_state
+    assert relative_distance(distributed_finals[case], expected) < 1e-4
 
 
 def test_compression_changes_the_result_that_both_engines_share(distributed_finals, mnist5k):

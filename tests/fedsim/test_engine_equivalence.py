@@ -199,3 +199,11 @@ def test_local_steps_keep_allreduce_on_fedavgs_grid(mnist5k):
             for config in (fedavg, fedavg.for_strategy("allreduce"))}
     assert seen["fedavg"] == [35, 70, 105]  # 2 steps: 10 + 5 samples from the first shard, 10 + 10 from the second
     assert all(abs(a - b) < 2 * 10 for a, b in zip(seen["fedavg"], seen["allreduce"]))
+
+
+def test_micro_batches_equal_one_batch_for_the_gradient_strategies(mnist5k, equal_shards):
+    """Gradient accumulation over micro-batches is the whole batch's gradient (no BatchNorm, no dropout)."""
+    options = {"strategy": "reweighted", "weights": "size", "batch_size": 20, "rounds": 1, "grid": FIFTH}
+    whole = final_state(mnist5k, equal_shards, **options)
+    accumulated = final_state(mnist5k, equal_shards, micro_batches=3, **options)
+    torch.testing.assert_close(accumulated, whole, **EXACT)

@@ -8,6 +8,8 @@ number for number (in float64 to ~1e-10).
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.join import Join
@@ -22,10 +24,10 @@ from ...compression import wire_bytes
 from ...hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
 from ...recorder import RoundStats
 from ...sampler import ShardSampler
-from ...schedule import RankSchedule, model_bytes
+from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
-from ...training import batch_loss, seeded_global_rng
+from ...training import LocalGradient, batch_loss, seeded_global_rng
 from .collectives import broadcast_tensors
 
 
@@ -128,7 +130,8 @@ class DistributedGradientRounds:
                     batch = self.batches.batch(step)
                     if batch is None:  # out of data until the epoch ends
                         break
-                    loss_sum += self.step(step, batch)
+                    parts = micro_batch_count(self.schedule.batch_sizes(step), config.micro_batches)
+                    loss_sum += self.step(step, batch, parts)
             if self.schedule.sits_out:
                 self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
         for step in steps:
@@ -139,20 +142,32 @@ class DistributedGradientRounds:
         stats.loss_sum = float(loss_sum)
         return stats
 
-    def step(self, step: int, batch: torch.Tensor) -> torch.Tensor:
-        """One DDP step on this rank's batch; return the batch's summed loss."""
+    def step(self, step: int, batch: torch.Tensor, parts: int = 1) -> torch.Tensor:
+        """One DDP step on this rank's batch; return the batch's summed loss.
+
+        With ``parts`` > 1 the batch goes through in parts whose gradients accumulate under
+        ``no_sync()``; only the last part's backward all-reduces.
+        """
         config = self.config
         self.server.zero_grad()
         generator = torch_generator(config.seed, Stream.STEP_DATA, step, self.rank)
+        parts = torch.tensor_split(batch, parts)
+        total = LocalGradient.zero()
         with seeded_global_rng(derive_seed(config.seed, Stream.STEP_DROPOUT, step, self.rank), self.device):
-            loss, result = batch_loss(self.ddp, self.data, batch, task=self.task, generator=generator,
-                                      class_weights=self.class_weights, noise_sigma=self.noise, amp=config.amp)
-        if self.rank_weights is not None and self.rank_weights.rule == "dynamic":
-            self.rank_weights.contribute(result.weighted_mean_loss)
-        scaler = self.server.scaler
-        (scaler.scale(loss) if scaler is not None else loss).backward()
+            for index, part in enumerate(parts):
+                last = index == len(parts) - 1
+                with contextlib.nullcontext() if last else self.ddp.no_sync():
+                    # each part's summed loss over the whole batch's size: the batch mean
+                    loss, result = batch_loss(self.ddp, self.data, part, task=self.task, generator=generator,
+                                              weight=1.0 / batch.numel(), class_weights=self.class_weights,
+                                              noise_sigma=self.noise, amp=config.amp)
+                    total = total + result
+                    if last and self.rank_weights is not None and self.rank_weights.rule == "dynamic":
+                        self.rank_weights.contribute(total.weighted_mean_loss)
+                    scaler = self.server.scaler
+                    (scaler.scale(loss) if scaler is not None else loss).backward()
         self.server.step_gradient()
-        return result.loss_sum.double()
+        return total.loss_sum.double()
 
     def _sync_server(self, src: int) -> None:
         """Give every rank rank ``src``'s momentum, which a rank that sat out has not kept up."""

@@ -17,10 +17,10 @@ from ...aggregate import accumulate, aggregation_weights, cosine_to_mean, loss_c
 from ...client import state_tensors
 from ...compression import check_in_process, simulate, wire_bytes
 from ...recorder import RoundStats
-from ...schedule import RankSchedule, model_bytes
+from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
-from ...training import autocast, local_gradient, seeded_global_rng, training_batch
+from ...training import LocalGradient, autocast, local_gradient, seeded_global_rng, training_batch
 
 
 def forward_per_rank(model: torch.nn.Module) -> bool:
@@ -75,6 +75,7 @@ class GradientRounds:
         # dynamic weights and compression act on each rank's gradient apart: no running sum in .grad then
         self.separate = self.dynamic or self.compression != "none"
         self.fused = (config.fused and not forward_per_rank(model) and self.compression == "none"
+                      and config.micro_batches == 1
                       and not (self.dynamic and config.dynamic_rule == "cosine"))
         self.buffer_bytes = model_bytes(model)[1]
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
@@ -157,18 +158,20 @@ class GradientRounds:
         updated = {}
         loss_sum, rank_means, gradients = 0.0, [], []
         static = None if self.separate else self._weights(active)
+        parts = micro_batch_count([batches[rank].numel() for rank in active], self.config.micro_batches)
         for slot, rank in enumerate(active):
             if self.buffers:
                 torch._foreach_copy_(self.buffers, start)
             batch = batches[rank]
             weight = 1.0 if self.separate else float(static[slot])
+            generator = self.generator(rank)
             with seeded_global_rng(self.dropout_seed(rank), self.device):
-                result = local_gradient(
-                    self.model, self.data, batch, task=self.task, generator=self.generator(rank),
-                    weight=weight / batch.numel(),
+                # each micro-batch's summed loss over the whole batch's size: the batch mean
+                result = sum((local_gradient(
+                    self.model, self.data, part, task=self.task, generator=generator, weight=weight / batch.numel(),
                     class_weights=None if self.class_weights is None else self.class_weights[rank],
                     noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
-                )
+                ) for part in torch.tensor_split(batch, parts)), start=LocalGradient.zero())
             loss_sum += float(result.loss_sum)
             if self.separate:
                 rank_means.append(result.weighted_mean_loss)
