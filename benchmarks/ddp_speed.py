@@ -91,7 +91,7 @@ def main() -> None:
     print(f"{'job':<30} {'samples/s':>10} {'vs (a)':>7} {'bytes/step/rank':>16}")
     results = {}
     for name, (_, extra) in jobs.items():
-        sent = wire_bytes(params, extra.get("compression", "none"), step=10)
+        sent = wire_bytes(params, extra.get("compression", "none"), steps_taken=10)
         ratio = best[name] / best["(a) in-process, 2 ranks"]
         print(f"{name:<30} {best[name]:>10,.0f} {ratio:>6.2f}x {sent:>16,}")
         results[name] = {"samples_per_s": best[name], "ratio_to_a": ratio, "bytes_per_step_per_rank": sent}

@@ -29,6 +29,17 @@ from .config import RunConfig, merge_settings
 INTERRUPTED = 130
 
 
+class RanksInterrupted(Exception):
+    """Ctrl-C stopped the ranks ``fedsim ddp --nproc`` started (`recorder.RunInterrupted` of the launcher).
+
+    ``checkpoint_round`` is ``None`` when no checkpoint was written, so no resume is advised.
+    """
+
+    def __init__(self, saved: bool):
+        self.checkpoint_round = 0 if saved else None
+        super().__init__("interrupted" + ("" if saved else "; no checkpoint was written yet"))
+
+
 def settings_from_args(args) -> tuple[dict, str]:
     """Return the settings of the ``--config`` file (if given) overridden by the flags, and their source.
 
@@ -114,10 +125,11 @@ def command_ddp(args) -> None:
     """Run one strategy on real DDP: as a rank under torchrun, or start torchrun with ``--nproc`` ranks."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.distributed import launch, run, under_torchrun
+    from .engines.distributed.launch import MAX_TIMEOUT_S, check_world_size
     from .results import RunFolder
 
-    if args.timeout <= 0:
-        raise ValueError(f"`--timeout` must be a positive number of seconds, got {args.timeout}")
+    if not 0 < args.timeout <= MAX_TIMEOUT_S:  # also refuses nan and inf
+        raise ValueError(f"`--timeout` must be a number of seconds in (0, {MAX_TIMEOUT_S}], got {args.timeout}")
     if not under_torchrun():
         if args.nproc is None:
             raise ValueError("`--nproc` is needed outside torchrun: give the number of processes (e.g. --nproc 2), "
@@ -126,10 +138,13 @@ def command_ddp(args) -> None:
         RunFolder(args.out).check(resume=args.resume, config=config)
         prepare(config)  # every setting fails here, in one line, rather than once per rank
         status = launch(args.nproc, rank_arguments(args.argv))
-        if status not in (0, INTERRUPTED):
+        if status == INTERRUPTED:
+            saved = (Path(args.out) / "checkpoint.pt").exists()
+            raise RanksInterrupted(saved)
+        if status != 0:
             raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
                                "names it); --resume continues from the last checkpoint")
-        sys.exit(status)
+        return
     world_size, leader = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]) == 0
     if args.nproc is not None and args.nproc != world_size:
         raise ValueError(f"`--nproc` {args.nproc} differs from torchrun's world size {world_size}; leave it out "
@@ -138,7 +153,6 @@ def command_ddp(args) -> None:
     if leader:
         from .strategies import get_strategy
 
-        RunFolder(args.out).check(resume=args.resume, config=config)
         print(get_strategy(config.strategy).describe(config), flush=True)
     result = run(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
     if leader:
@@ -147,18 +161,6 @@ def command_ddp(args) -> None:
         print()
         print(comparison_table({config.strategy: result}))
         print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
-
-
-def check_world_size(config: RunConfig, world_size: int) -> None:
-    """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
-    from .strategies import get_strategy
-
-    if world_size < 1:
-        raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
-    if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:
-        raise ValueError(f"`num_partitions`={config.num_partitions} must equal the number of processes "
-                         f"({world_size}) for `strategy`='{config.strategy}': one shard per rank; fedavg serves "
-                         "any number of clients")
 
 
 def rank_arguments(argv: list[str]) -> list[str]:
@@ -290,25 +292,32 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    name = f"fedsim {args.command}"
-    follower = args.command == "ddp" and int(os.environ.get("RANK", "0")) > 0
-    if follower:  # a torchrun rank other than 0: rank 0 reports bad input and warnings once
-        name = f"fedsim ddp rank {os.environ['RANK']}"
-        warnings.simplefilter("ignore")
-    warnings.showwarning = lambda message, *_, **__: print(
-        f"{name}: warning: {flag_message(str(message))}", file=sys.stderr)
+    name, rank = f"fedsim {args.command}", None
+    if args.command == "ddp":
+        from .engines.distributed import under_torchrun
+
+        rank = int(os.environ["RANK"]) if under_torchrun() else None
+    # A torchrun rank other than 0 on a single node sees what rank 0 sees: rank 0 alone reports bad
+    # input, warnings and Ctrl-C. Failures of its own (a lost peer) it reports, with its rank.
+    follower = bool(rank) and os.environ.get("LOCAL_WORLD_SIZE") == os.environ.get("WORLD_SIZE")
+    if rank:
+        name = f"fedsim ddp rank {rank}"
+    warnings.showwarning = (lambda *_, **__: None) if follower else (lambda message, *_, **__: print(
+        f"{name}: warning: {flag_message(str(message))}", file=sys.stderr))
     try:
         args.handler(args)
     except (ValueError, TypeError) as error:
         parser.exit(2, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
     except (RuntimeError, OSError) as error:
         parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
-    except RunInterrupted as stop:
+    except (RunInterrupted, RanksInterrupted) as stop:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn the one line into a traceback
-        parser.exit(INTERRUPTED, f"fedsim {args.command}: {stop}{resume_advice(stop, argv)}\n")
+        # a rank's own command line is not the user's: the launcher, or the user's torchrun line, resumes
+        advice = "" if rank is not None else resume_advice(stop, argv)
+        parser.exit(INTERRUPTED, "" if follower else f"{name}: {stop}{advice}\n")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        parser.exit(INTERRUPTED, f"fedsim {args.command}: interrupted before the first round; nothing was saved\n")
+        parser.exit(INTERRUPTED, "" if follower else f"{name}: interrupted before the first round; nothing was saved\n")
     return 0
 
 

@@ -92,13 +92,14 @@ def simulate(gradients: list[list[torch.Tensor]], scheme: str, world_size: int, 
     return combined
 
 
-def wire_bytes(params: list[torch.Tensor], scheme: str, step: int, powersgd_rank: int = 2) -> int:
-    """Return the bytes one rank sends for one gradient at global ``step`` under ``scheme``.
+def wire_bytes(params: list[torch.Tensor], scheme: str, steps_taken: int, powersgd_rank: int = 2) -> int:
+    """Return the bytes one rank sends for one gradient under ``scheme``, after ``steps_taken`` steps with it.
 
-    ``int8`` adds one scale per tensor; PowerSGD sends its factors P and Q for the matrices it
-    compresses and the other tensors whole, after its first `POWERSGD_START_STEP` steps.
+    ``int8`` adds one scale per tensor (and each rank receives the K - 1 others' int8 tensors,
+    an all-gather); PowerSGD sends its factors P and Q for the matrices it compresses and the
+    other tensors whole, after its first `POWERSGD_START_STEP` steps.
     """
-    if scheme == "none" or (scheme == "powersgd" and step < POWERSGD_START_STEP):
+    if scheme == "none" or (scheme == "powersgd" and steps_taken < POWERSGD_START_STEP):
         return sum(p.numel() * p.element_size() for p in params)
     if scheme in HALF_DTYPES:
         return sum(p.numel() * 2 for p in params)

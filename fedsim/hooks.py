@@ -24,8 +24,13 @@ import torch
 import torch.distributed as dist
 
 from .aggregate import aggregation_weights
-from .compression import (POWERSGD_MIN_COMPRESSION_RATE, POWERSGD_START_STEP, dequantize_mean, int8_scale,
-                          quantize_int8)
+from .compression import (
+    POWERSGD_MIN_COMPRESSION_RATE,
+    POWERSGD_START_STEP,
+    dequantize_mean,
+    int8_scale,
+    quantize_int8,
+)
 
 #: The rules `RankWeights` takes (``class-balanced`` weighs samples in the loss and ranks alike).
 RULES = ("equal", "size", "class-balanced", "dynamic")
@@ -47,7 +52,8 @@ class RankWeights:
     Attributes
     ----------
     weight : float
-        This rank's weight at the current step (0 while it has joined).
+        This rank's weight at the current step. Under ``dynamic`` it is 0 for a rank that has
+        joined; the static rules keep its share (its zero-filled gradient adds nothing).
     """
 
     def __init__(self, rule: str, sizes, *, temperature: float = 1.0, process_group=None):
@@ -115,7 +121,19 @@ def weighted(hook, hook_state):
 
     The gradient is scaled by ``w_r * K``, so that a hook that averages over the K ranks (PyTorch's
     ``fp16_compress_hook``, ``powerSGD_hook``, or `int8_compress_hook`) delivers ``sum_r w_r g_r``.
-    Register with ``model.register_comm_hook(RankWeights(...), weighted(hook, hook_state))``.
+
+    Parameters
+    ----------
+    hook : callable
+        An averaging DDP communication hook, ``hook(hook_state, bucket) -> Future``.
+    hook_state : object
+        The state ``hook`` takes (a process group, or ``None`` for the default one; a ``PowerSGDState``).
+
+    Returns
+    -------
+    callable
+        A hook to register with the weights as its state:
+        ``model.register_comm_hook(RankWeights(...), weighted(hook, hook_state))``.
     """
 
     def weighted_hook(state: RankWeights, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
@@ -126,12 +144,13 @@ def weighted(hook, hook_state):
 
 
 def int8_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
-    """Average the ranks' gradients sent as 8-bit integers: a quarter of float32's bytes.
+    """Average the ranks' gradients sent as 8-bit integers: each rank sends a quarter of float32's bytes.
 
     Each gradient tensor is quantized with one scale that all ranks share, its largest
     magnitude over the ranks / 127 (one small all-reduce per bucket), and the int8 tensors are
-    all-gathered, since their sum would overflow 8 bits. The shared scale lets the ranks add the
-    integers exactly; the rounding error is at most half a step per element.
+    all-gathered, since their sum would overflow 8 bits: each rank receives the K - 1 others'
+    tensors, more than a ring all-reduce of float32 moves once K > 8. The shared scale lets the
+    ranks add the integers exactly; the rounding error is at most half a step per element.
     (`fedsim.compression.simulate` is the same arithmetic for the in-process engine.)
     """
     group = process_group if process_group is not None else dist.group.WORLD

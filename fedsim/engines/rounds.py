@@ -32,3 +32,19 @@ def drive(recorder, rounds, evaluate) -> dict:
             recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
                                   global_state=rounds.global_state, engine_state=rounds.state_dict)
         return recorder.finish(rounds.global_state)
+
+
+class GradientCheckpoint:
+    """What the gradient strategies' rounds checkpoint beyond the global tensors: step count and server state.
+
+    A mixin for classes with ``step_count`` and ``server`` (`fedsim.server.ServerOptimizer`).
+    """
+
+    def state_dict(self) -> dict:
+        """Return the step count and the optimizer's state (momentum, loss scale) for a checkpoint."""
+        return {"step_count": self.step_count, "server": self.server.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output."""
+        self.step_count = int(state["step_count"])
+        self.server.load_state_dict(state["server"])

@@ -40,13 +40,13 @@ def test_int8_quantization_uses_the_whole_range():
 def test_wire_bytes_count_the_compressed_size():
     params = [torch.zeros(512, 3136), torch.zeros(512), torch.zeros(10, 512)]
     full = sum(p.numel() * 4 for p in params)
-    assert wire_bytes(params, "none", step=5) == full
-    assert wire_bytes(params, "fp16", step=5) == full // 2
-    assert wire_bytes(params, "int8", step=5) == full // 4 + 3 * 4
+    assert wire_bytes(params, "none", steps_taken=5) == full
+    assert wire_bytes(params, "fp16", steps_taken=5) == full // 2
+    assert wire_bytes(params, "int8", steps_taken=5) == full // 4 + 3 * 4
     # PowerSGD: the first two steps travel whole; then the matrices as rank-2 factors, (rows + cols) * 2
     # elements each (both shrink more than twofold), and the bias whole.
-    assert wire_bytes(params, "powersgd", step=1) == full
-    assert wire_bytes(params, "powersgd", step=2) == ((512 + 3136) * 2 + 512 + (10 + 512) * 2) * 4
+    assert wire_bytes(params, "powersgd", steps_taken=1) == full
+    assert wire_bytes(params, "powersgd", steps_taken=2) == ((512 + 3136) * 2 + 512 + (10 + 512) * 2) * 4
 
 
 def test_compression_is_a_setting_of_the_gradient_strategies():

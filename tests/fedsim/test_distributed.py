@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from fedsim.config import RunConfig
-from fedsim.engines.distributed.launch import free_port, rank_environment
+from fedsim.engines.distributed.launch import free_port, rank_environment, stop
 from fedsim.engines.inprocess import run
 from fedsim.results import read_rows
 
@@ -55,17 +55,29 @@ FLOAT32_CASES = ("float32", "AMP")
 IN_PROCESS_CASES = [name for name in ENGINE_CASES if name not in (*FLOAT32_CASES, "PowerSGD")]
 
 
-def torchrun(args, *, nproc=2, timeout=300, extra=()):
+def run_and_stop(command, *, timeout):
+    """Run ``command``; past ``timeout``, stop it as `launch.stop` does (SIGTERM reaches torchrun's ranks) and fail."""
+    process = subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        stdout, stderr = process.communicate()
+        raise AssertionError(f"{command} ran past {timeout} s:\n{stderr[-3000:]}") from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def torchrun(args, *, nproc=2, timeout=300):
     """Run ``args`` (a script or ``-m module`` and its arguments) under torchrun on 127.0.0.1."""
     command = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={nproc}", "--nnodes=1",
-               "--master-addr=127.0.0.1", f"--master-port={free_port()}", "--max-restarts=0", *extra, *args]
-    return subprocess.run(command, env=rank_environment(nproc), capture_output=True, text=True, timeout=timeout)
+               "--master-addr=127.0.0.1", f"--master-port={free_port()}", "--max-restarts=0", *args]
+    return run_and_stop(command, timeout=timeout)
 
 
 def fedsim(*args, timeout=300):
     """Run the ``fedsim`` command line in a child process."""
-    return subprocess.run([sys.executable, "-m", "fedsim", *args], env=rank_environment(2), capture_output=True,
-                          text=True, timeout=timeout)
+    return run_and_stop([sys.executable, "-m", "fedsim", *args], timeout=timeout)
 
 
 def relative_distance(a, b):
@@ -210,7 +222,7 @@ def test_two_launchers_on_loopback_make_the_folder_of_one(one_node_resumed, tmp_
         outputs = [launcher.communicate(timeout=300) for launcher in launchers]
     finally:
         for launcher in launchers:
-            launcher.kill()
+            stop(launcher)
     assert [launcher.returncode for launcher in launchers] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
     one = one_node_resumed[0]
     torch.testing.assert_close(torch.load(tmp_path / "two" / "model.pt"), torch.load(one / "model.pt"), rtol=0, atol=0)
@@ -233,10 +245,45 @@ def test_a_killed_rank_stops_the_run_with_an_error_that_names_it(tmp_path):
         _, stderr = launcher.communicate(timeout=90)
         assert time.monotonic() - started < 60
     finally:
-        os.killpg(launcher.pid, signal.SIGKILL) if launcher.poll() is None else None
+        stop(launcher)
     assert launcher.returncode != 0
     assert "rank: 1" in stderr and "SIGKILL" in stderr, stderr[-3000:]
     assert "fedsim ddp: error: torchrun exited with status" in stderr
+
+
+def test_ctrl_c_stops_every_rank_and_says_how_to_resume(tmp_path):
+    """SIGINT to the launcher's process group, as a terminal's Ctrl-C: exit 130, a resume line, no process left."""
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "mlp",
+               "--num-partitions", "2", "--rounds", "200", "--quiet", "--out", str(out)]
+    launcher = subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.pt").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.killpg(launcher.pid, signal.SIGINT)
+        _, stderr = launcher.communicate(timeout=90)
+    finally:
+        stop(launcher)
+    assert launcher.returncode == 130, stderr[-3000:]
+    assert f"continue with: fedsim ddp --nproc 2 {' '.join(command[6:])} --resume" in stderr, stderr[-3000:]
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["progress"]["round"] >= 1
+    time.sleep(1)
+    assert not processes_mentioning(str(out)), "a rank outlived the launcher"
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Return the pids whose command line contains ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
 
 
 def wait_for_rank(root: int, rank: int, timeout: float) -> int:

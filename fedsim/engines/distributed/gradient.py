@@ -28,7 +28,9 @@ from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
 from ...training import LocalGradient, batch_loss, seeded_global_rng
-from .collectives import broadcast_tensors
+from ..rounds import GradientCheckpoint
+from .collectives import broadcast_object, broadcast_tensors
+from .launch import check_world_size
 
 
 class RankBatches:
@@ -71,7 +73,7 @@ def epoch_segments(steps: range, steps_per_epoch: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-class DistributedGradientRounds:
+class DistributedGradientRounds(GradientCheckpoint):
     """Run allreduce or reweighted steps on this rank until each round has seen its budget of samples.
 
     Parameters
@@ -87,9 +89,7 @@ class DistributedGradientRounds:
     """
 
     def __init__(self, config, model, data, task, partition, ranks):
-        if partition.num_partitions != ranks.world_size:
-            raise ValueError(f"`num_partitions`={partition.num_partitions} must equal the number of processes "
-                             f"({ranks.world_size}) for `strategy`='{config.strategy}': one shard per rank")
+        check_world_size(config, ranks.world_size)
         if config.weights == "dynamic" and config.dynamic_rule == "cosine":
             raise ValueError("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process "
                              "only (`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
@@ -110,6 +110,9 @@ class DistributedGradientRounds:
         self.rank_weights = register_gradient_hook(self.ddp, config, partition.sizes)
         self.buffer_bytes = model_bytes(model)[1]
         self.step_count = 0
+        # PowerSGD's state (error feedback, its first vanilla steps) lives in this process: a resumed
+        # run starts it afresh at the step it resumes from
+        self.compression_start = 0
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
         """Take this rank's steps until the run has seen ``target`` samples in all.
@@ -135,7 +138,7 @@ class DistributedGradientRounds:
             if self.schedule.sits_out:
                 self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
         for step in steps:
-            sent = wire_bytes(self.params, config.compression, step, config.powersgd_rank)
+            sent = wire_bytes(self.params, config.compression, step - self.compression_start, config.powersgd_rank)
             stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
         self.step_count = steps.stop
         dist.all_reduce(loss_sum)
@@ -170,7 +173,10 @@ class DistributedGradientRounds:
         return total.loss_sum.double()
 
     def _sync_server(self, src: int) -> None:
-        """Give every rank rank ``src``'s momentum, which a rank that sat out has not kept up."""
+        """Give every rank rank ``src``'s momentum and loss scale, which a rank that sat out has not kept up."""
+        scaler = self.server.scaler
+        if scaler is not None:  # fp16 AMP on CUDA: a rank that sat out has not updated its scale
+            scaler.load_state_dict(broadcast_object(scaler.state_dict(), src))
         if not self.config.momentum:
             return
         state = self.server.optimizer.state
@@ -181,14 +187,10 @@ class DistributedGradientRounds:
             buffers.append(state[param]["momentum_buffer"])
         broadcast_tensors(buffers, src)
 
-    def state_dict(self) -> dict:
-        """Return what a checkpoint needs beyond the global tensors: step count, optimizer and loss scale."""
-        return {"step_count": self.step_count, "server": self.server.state_dict()}
-
     def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        self.step_count = int(state["step_count"])
-        self.server.load_state_dict(state["server"])
+        """Restore `GradientCheckpoint.state_dict` output; PowerSGD starts afresh from here."""
+        super().load_state_dict(state)
+        self.compression_start = self.step_count
 
 
 def register_gradient_hook(ddp: DistributedDataParallel, config, sizes) -> RankWeights | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +16,12 @@ import torch.distributed as dist
 #: The variables torchrun (and any torch.distributed launcher) gives each rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 LOOPBACK = "127.0.0.1"
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
+#: Seconds a collective may wait for a peer before the rank gives up (``fedsim ddp --timeout``).
+DEFAULT_TIMEOUT_S = 600.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: Seconds torchrun gets to stop its ranks after SIGTERM before it is killed.
+STOP_GRACE_S = 30
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,11 @@ def start_process_group(device: str, timeout_s: float) -> Ranks:
     local_rank = int(os.environ["LOCAL_RANK"])
     cuda = device in ("cuda", "auto") and torch.cuda.is_available()
     if device == "cuda" and not cuda:
-        raise RuntimeError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
+        raise ValueError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
+    if cuda and local_rank >= torch.cuda.device_count():
+        raise ValueError(f"local rank {local_rank} has no GPU of its own: this machine has "
+                         f"{torch.cuda.device_count()}; start at most that many processes per machine "
+                         "(`--nproc`), or use `device`='cpu'")
     where = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(where)
@@ -88,10 +99,43 @@ def rank_environment(nproc: int) -> dict:
 def launch(nproc: int, args: list[str]) -> int:
     """Run ``fedsim ddp args`` in ``nproc`` processes under torchrun on 127.0.0.1; return its exit status.
 
-    When a rank fails, torchrun stops the others and its report names the failed rank.
+    When a rank fails, torchrun stops the others and its report names the failed rank. After
+    Ctrl-C (which the ranks receive too) the status is 130. torchrun starts its ranks in sessions
+    of their own, so however this function ends, torchrun is asked to stop them (SIGTERM, which
+    it passes on) rather than killed, which would leave them running.
     """
     process = subprocess.Popen(torchrun_command(nproc, args, free_port()), env=rank_environment(nproc))
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop(process))  # a stopped launcher stops its ranks
     try:
         return process.wait()
     except KeyboardInterrupt:  # the ranks got the same Ctrl-C: let them save what they can and stop
-        return process.wait()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        process.wait()
+        return INTERRUPTED
+    finally:
+        stop(process)
+        signal.signal(signal.SIGTERM, previous)
+
+
+def stop(process: subprocess.Popen) -> None:
+    """Stop a torchrun process and its ranks: SIGTERM, which torchrun passes on, then SIGKILL after a grace period."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def check_world_size(config, world_size: int) -> None:
+    """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
+    from ...strategies import get_strategy
+
+    if world_size < 1:
+        raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
+    if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:
+        raise ValueError(f"`num_partitions`={config.num_partitions} must equal the number of processes "
+                         f"({world_size}) for `strategy`='{config.strategy}': one shard per rank; fedavg serves "
+                         "any number of clients")

@@ -17,10 +17,7 @@ from ..rounds import drive
 from .collectives import broadcast_object
 from .fedavg import DistributedFedAvgRounds
 from .gradient import DistributedGradientRounds
-from .launch import start_process_group
-
-#: Seconds a collective may wait for a peer before the rank gives up (``fedsim ddp --timeout``).
-DEFAULT_TIMEOUT_S = 600.0
+from .launch import DEFAULT_TIMEOUT_S, start_process_group
 
 
 def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s: float = DEFAULT_TIMEOUT_S) -> RunResult:
@@ -40,8 +37,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
         Continue from ``out``'s checkpoint.
     quiet : bool, default True
         No progress bar (rank 0 draws it otherwise).
-    timeout_s : float
-        How long a collective waits for a peer before failing.
+    timeout_s : float, default 600
+        Seconds a collective waits for a peer before failing.
     """
     owns_group = not dist.is_initialized()
     ranks = start_process_group(config.device, timeout_s)

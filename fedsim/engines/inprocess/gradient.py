@@ -13,14 +13,26 @@ import torch
 
 from partitions import feature_noise_levels
 
-from ...aggregate import accumulate, aggregation_weights, cosine_to_mean, loss_class_weights
+from ...aggregate import (
+    accumulate,
+    aggregation_weights,
+    cosine_to_mean,
+    loss_class_weights,
+)
 from ...client import state_tensors
 from ...compression import check_in_process, simulate, wire_bytes
 from ...recorder import RoundStats
 from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
-from ...training import LocalGradient, autocast, local_gradient, seeded_global_rng, training_batch
+from ...training import (
+    LocalGradient,
+    autocast,
+    local_gradient,
+    seeded_global_rng,
+    training_batch,
+)
+from ..rounds import GradientCheckpoint
 
 
 def forward_per_rank(model: torch.nn.Module) -> bool:
@@ -40,7 +52,7 @@ def forward_per_rank(model: torch.nn.Module) -> bool:
     return False
 
 
-class GradientRounds:
+class GradientRounds(GradientCheckpoint):
     """Run allreduce or reweighted steps until each round has seen its budget of samples.
 
     Parameters
@@ -202,11 +214,3 @@ class GradientRounds:
         with torch.no_grad():
             torch._foreach_copy_(grads, simulate(gradients, self.compression, self.num_ranks, scales))
 
-    def state_dict(self) -> dict:
-        """Return what a checkpoint needs beyond the global tensors: step count, optimizer and loss scale."""
-        return {"step_count": self.step_count, "server": self.server.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        self.step_count = int(state["step_count"])
-        self.server.load_state_dict(state["server"])
