@@ -25,11 +25,11 @@ pytestmark = [pytest.mark.slow]
 
 CASES = Path(__file__).with_name("ddp_cases.py")
 EXACT = {"rtol": 1e-10, "atol": 1e-10}
-BASE = {"model": "mlp", "num_partitions": 2, "partition": "dirichlet", "alpha": 0.3, "rounds": 1, "batch_size": 10,
-        "lr": 0.1, "dtype": "float64"}
-CNN = {"model": "cnn", "batch_size": 40}
+BASE = {"dataset": "digits", "model": "mlp", "num_partitions": 2, "partition": "dirichlet", "alpha": 0.3, "rounds": 1,
+        "batch_size": 10, "lr": 0.1, "dtype": "float64"}
+CNN = {"model": "cnn", "batch_size": 20}
 
-# Each runs in-process and on 2 gloo processes: a round of Dir(0.3) shards of ~2,000 samples each.
+# Each runs in-process and on 2 gloo processes: a round of Dir(0.3) shards of the 1,437 8x8 digits.
 ENGINE_CASES = {
     # two rounds, each an epoch: the second shows that a rank that sat out took the others' momentum
     "allreduce, momentum, Join": {"strategy": "allreduce", "momentum": 0.5, "lr": 0.05, "rounds": 2},
@@ -97,35 +97,35 @@ def distributed_finals(tmp_path_factory):
 
 @pytest.mark.numerics
 @pytest.mark.parametrize("case", IN_PROCESS_CASES)
-def test_ddp_equals_in_process_in_float64(distributed_finals, mnist5k, case):
-    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]}), data=mnist5k).global_state
+def test_ddp_equals_in_process_in_float64(distributed_finals, case):
+    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]})).global_state
     torch.testing.assert_close(distributed_finals[case], expected, **EXACT)
 
 
 @pytest.mark.numerics
 @pytest.mark.parametrize("case", FLOAT32_CASES)
-def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, mnist5k, case):
-    """In float32 the two engines may sum in other orders; ~200 steps keep them within 1e-4 of the norm.
+def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, case):
+    """In float32 the two engines may sum in other orders; ~100 steps keep them within 1e-4 of the norm.
 
     AMP (bf16 autocast) compares the in-process per-rank loop, whose forward has DDP's shapes;
     the fused forward of both ranks' samples rounds otherwise in bf16 (5% apart after a round).
     """
-    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]}), data=mnist5k).global_state
+    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]})).global_state
     assert relative_distance(distributed_finals[case], expected) < 1e-4
 
 
-def test_compression_changes_the_result_that_both_engines_share(distributed_finals, mnist5k):
+def test_compression_changes_the_result_that_both_engines_share(distributed_finals):
     """The compressed runs above agree across engines because both compress, not because nothing is."""
     for case in ("allreduce, fp16 compression", "reweighted dynamic, int8 compression"):
         settings = {**BASE, **ENGINE_CASES[case], "compression": "none"}
-        uncompressed = run(RunConfig(**settings), data=mnist5k).global_state
+        uncompressed = run(RunConfig(**settings)).global_state
         assert relative_distance(distributed_finals[case], uncompressed) > 1e-8
 
 
-def test_powersgd_trains_on_ddp_and_is_refused_in_process(distributed_finals, mnist5k):
+def test_powersgd_trains_on_ddp_and_is_refused_in_process(distributed_finals):
     assert all(torch.isfinite(t).all() for t in distributed_finals["PowerSGD"])
     with pytest.raises(ValueError, match="powersgd.*fedsim ddp"):
-        run(RunConfig(**{**BASE, **ENGINE_CASES["PowerSGD"]}), data=mnist5k)
+        run(RunConfig(**{**BASE, **ENGINE_CASES["PowerSGD"]}))
 
 
 @pytest.fixture(scope="module")
