@@ -69,6 +69,8 @@ HELP = {
     "compression": "allreduce/reweighted: how gradients travel: none, fp16, bf16, int8, or powersgd (fedsim ddp "
                    "only); bytes are counted compressed",
     "powersgd_rank": "--compression powersgd: the rank of its low-rank approximation, >= 1",
+    "sync_bn": "allreduce/reweighted: BatchNorm statistics over every rank's batch (SyncBatchNorm), not each "
+               "rank's own",
     "partition_file": "a partition saved by `fedsim partition` (JSON), used instead of the partition flags "
                       "(default: none, the partition is made from them)",
 }

@@ -32,8 +32,8 @@ class RunConfig:
     strategy             its own fields
     ===================  ==========================================================
     ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum
-    ``allreduce``        uneven, fused, compression, powersgd_rank
-    ``reweighted``       uneven, fused, compression, powersgd_rank; dynamic_rule, temperature with
+    ``allreduce``        uneven, fused, compression, powersgd_rank, sync_bn
+    ``reweighted``       uneven, fused, compression, powersgd_rank, sync_bn; dynamic_rule, temperature with
                          ``weights="dynamic"``
     ===================  ==========================================================
 
@@ -121,6 +121,10 @@ class RunConfig:
         allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
         keeps per-rank semantics (no BatchNorm, no dropout, no cosine
         rule); otherwise a loop over ranks.
+    sync_bn : bool
+        allreduce/reweighted: BatchNorm statistics over every rank's batch at once
+        (`fedsim.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
+        rank's loss, not its gradient, so that the sum is the gradient of the weighted loss.
 
     Examples
     --------
@@ -175,6 +179,7 @@ class RunConfig:
     fused: bool = True
     compression: str = "none"
     powersgd_rank: int = 2
+    sync_bn: bool = False
 
     def __post_init__(self):
         strategy = get_strategy(self.strategy)
@@ -187,7 +192,7 @@ class RunConfig:
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
-        for name in ("amp", "fused", "self_balancing", "download"):
+        for name in ("amp", "fused", "self_balancing", "download", "sync_bn"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
         # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
@@ -247,6 +252,14 @@ class RunConfig:
                 raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
         if self.powersgd_rank != 2 and self.compression != "powersgd":
             raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
+        if self.sync_bn and self.weights == "dynamic":
+            if self.dynamic_rule == "cosine":
+                raise ValueError("`sync_bn`=True ties each rank's gradient to every rank's batch, so "
+                                 "`dynamic_rule`='cosine' has no per-rank gradient to score; use `dynamic_rule`='loss'")
+            if self.micro_batches > 1:
+                raise ValueError(f"`sync_bn`=True with `weights`='dynamic' weighs each rank's loss before its "
+                                 f"backward, which needs the whole batch's loss first: `micro_batches` must be 1, "
+                                 f"got {self.micro_batches}")
 
     @property
     def torch_dtype(self):

@@ -61,6 +61,7 @@ SETTINGS: dict[str, Setting] = {
     "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
     "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with `compression`='powersgd'"),
+    "sync_bn": Setting(_GRADIENT, "allreduce and reweighted's BatchNorm over all ranks' batches"),
     "dynamic_rule": Setting(frozenset({"reweighted"}), "the dynamic weights' score", weights="dynamic"),
     "temperature": Setting(frozenset({"reweighted"}), "the dynamic weights' softmax temperature", weights="dynamic"),
 }

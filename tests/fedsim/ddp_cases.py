@@ -18,6 +18,7 @@ from fedsim.config import RunConfig
 from fedsim.engines.distributed import run
 from fedsim.engines.distributed.launch import start_process_group
 from fedsim.hooks import RankWeights, weighted_allreduce_hook
+from fedsim.sync_batchnorm import convert_sync_batchnorm
 
 
 def engines(out: Path) -> None:
@@ -92,6 +93,35 @@ def join(out: Path) -> None:
     torch.save(results, out / f"rank{ranks.rank}.pt")
 
 
+def sync_batchnorm(out: Path) -> None:
+    """Rank r puts 4 + 3r images through a SyncBatchNorm; every rank saves what a backward of sum(y * probe) gives.
+
+    PyTorch's own check of SyncBatchNorm: its output and gradients on each rank's batch equal
+    BatchNorm's on the ranks' batches concatenated.
+    """
+    ranks = start_process_group("cpu", timeout_s=120)
+    images, probe = sync_batchnorm_inputs()
+    rows = slice(0, 4) if ranks.rank == 0 else slice(4, None)
+    layer = torch.nn.Sequential(torch.nn.BatchNorm2d(3)).double()
+    convert_sync_batchnorm(layer)
+    with torch.no_grad():
+        layer[0].weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        layer[0].bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+    inputs = images[rows].clone().requires_grad_()
+    output = layer(inputs)
+    (output * probe[rows]).sum().backward()
+    torch.save({"output": output.detach(), "input_grad": inputs.grad, "weight_grad": layer[0].weight.grad,
+                "bias_grad": layer[0].bias.grad, "running_mean": layer[0].running_mean,
+                "running_var": layer[0].running_var, "type": type(layer[0]).__name__}, out / f"rank{ranks.rank}.pt")
+
+
+def sync_batchnorm_inputs() -> tuple[torch.Tensor, torch.Tensor]:
+    """Return 11 images of 3 channels (rank 0's first 4, rank 1's 7) off zero mean, and the loss's probe."""
+    generator = torch.Generator().manual_seed(7)
+    images = 5.0 + torch.randn(11, 3, 4, 4, generator=generator, dtype=torch.float64)
+    return images, torch.randn(11, 3, 4, 4, generator=generator, dtype=torch.float64)
+
+
 class _Scalar(torch.nn.Module):
     def __init__(self, weight):
         super().__init__()
@@ -101,7 +131,7 @@ class _Scalar(torch.nn.Module):
         return self.weight * x
 
 
-CASES = {"engines": engines, "hooks": hooks, "join": join}
+CASES = {"engines": engines, "hooks": hooks, "join": join, "sync_batchnorm": sync_batchnorm}
 
 if __name__ == "__main__":
     CASES[sys.argv[1]](Path(sys.argv[2]))

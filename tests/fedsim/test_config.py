@@ -30,6 +30,7 @@ UNREAD = [
     ("temperature", 0.5, "allreduce"),
     ("compression", "int8", "fedavg"),
     ("powersgd_rank", 3, "fedavg"),
+    ("sync_bn", True, "fedavg"),
 ]
 
 

@@ -21,6 +21,8 @@ from fedsim.engines.distributed.launch import free_port, rank_environment, stop
 from fedsim.engines.inprocess import run
 from fedsim.results import read_rows
 
+from .ddp_cases import sync_batchnorm_inputs
+
 pytestmark = [pytest.mark.slow]
 
 CASES = Path(__file__).with_name("ddp_cases.py")
@@ -47,6 +49,11 @@ ENGINE_CASES = {
     "micro-batches under no_sync, Join": {"strategy": "allreduce", "micro_batches": 2, "batch_size": 20},
     "micro-batches, BatchNorm, dynamic": {"strategy": "reweighted", "weights": "dynamic", **CNN, "norm": "batch",
                                           "micro_batches": 3},
+    "SyncBatchNorm, reweighted size, micro-batches": {"strategy": "reweighted", "weights": "size", **CNN,
+                                                      "norm": "batch", "sync_bn": True, "uneven": "cycle",
+                                                      "micro_batches": 2},
+    "SyncBatchNorm, reweighted dynamic": {"strategy": "reweighted", "weights": "dynamic", **CNN, "norm": "batch",
+                                          "sync_bn": True, "uneven": "cycle"},
     "float32": {"strategy": "reweighted", "weights": "size", "dtype": "float32"},
     "AMP": {"strategy": "allreduce", "dtype": "float32", "amp": True, "fused": False},
     "PowerSGD": {"strategy": "allreduce", "compression": "powersgd", **CNN},
@@ -156,6 +163,29 @@ def test_the_dynamic_hook_weighs_ranks_by_the_softmax_of_their_losses(hook_gradi
     local = [saved["local"] for saved in hook_gradients]
     by_hand = [weights[0] * a + weights[1] * b for a, b in zip(*local)]
     torch.testing.assert_close(hook_gradients[0]["dynamic"], by_hand, rtol=1e-12, atol=1e-12)
+
+
+def test_sync_batchnorm_on_two_ranks_is_batchnorm_of_their_batches_together(tmp_path):
+    """PyTorch's check of SyncBatchNorm, on gloo: 4 and 7 images against BatchNorm of the 11."""
+    result = torchrun([str(CASES), "sync_batchnorm", str(tmp_path)], timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    saved = [torch.load(tmp_path / f"rank{rank}.pt") for rank in (0, 1)]
+    images, probe = sync_batchnorm_inputs()
+    layer = torch.nn.BatchNorm2d(3).double()
+    with torch.no_grad():
+        layer.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        layer.bias.copy_(torch.tensor([0.0, -1.0, 3.0]))
+    inputs = images.clone().requires_grad_()
+    output = layer(inputs)
+    (output * probe).sum().backward()
+    assert [ranked["type"] for ranked in saved] == ["SyncBatchNorm", "SyncBatchNorm"]
+    torch.testing.assert_close(torch.cat([ranked["output"] for ranked in saved]), output.detach(), **EXACT)
+    torch.testing.assert_close(torch.cat([ranked["input_grad"] for ranked in saved]), inputs.grad, **EXACT)
+    for name, expected in [("weight_grad", layer.weight.grad), ("bias_grad", layer.bias.grad)]:
+        torch.testing.assert_close(saved[0][name] + saved[1][name], expected, **EXACT)  # what DDP sums
+    for ranked in saved:
+        torch.testing.assert_close(ranked["running_mean"], layer.running_mean, **EXACT)
+        torch.testing.assert_close(ranked["running_var"], layer.running_var, **EXACT)
 
 
 def test_join_ends_and_divides_as_the_rule_says(tmp_path):

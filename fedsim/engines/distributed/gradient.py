@@ -27,6 +27,7 @@ from ...sampler import ShardSampler
 from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
+from ...sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_bn_bytes
 from ...training import LocalGradient, batch_loss, seeded_global_rng
 from ..rounds import GradientCheckpoint
 from .collectives import broadcast_object, broadcast_tensors
@@ -93,6 +94,12 @@ class DistributedGradientRounds(GradientCheckpoint):
         if config.weights == "dynamic" and config.dynamic_rule == "cosine":
             raise ValueError("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process "
                              "only (`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
+        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
+        self.sync_bytes = 0
+        if config.sync_bn:
+            check_sync_bn(model, self.schedule.sits_out)
+            convert_sync_batchnorm(model)  # in place, before DDP and before the state references below
+            self.sync_bytes = sync_bn_bytes(model)
         self.config, self.model, self.data, self.task = config, model, data, task
         self.rank, self.device = ranks.rank, ranks.device
         # gradients as views of DDP's buckets: one copy of the gradient less per step
@@ -101,7 +108,6 @@ class DistributedGradientRounds(GradientCheckpoint):
         self.global_state = state_tensors(model)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.server = ServerOptimizer.for_config(config, self.params)
-        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
         sampler = ShardSampler(partition, ranks.rank, seed=config.seed, dataset=data.train_labels)
         self.batches = RankBatches(self.schedule, ranks.rank, sampler, len(data.train_labels))
         self.noise = float(feature_noise_levels(ranks.world_size, config.feature_noise)[ranks.rank])
@@ -139,6 +145,7 @@ class DistributedGradientRounds(GradientCheckpoint):
                 self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
         for step in steps:
             sent = wire_bytes(self.params, config.compression, step - self.compression_start, config.powersgd_rank)
+            sent += self.sync_bytes * micro_batch_count(self.schedule.batch_sizes(step), config.micro_batches)
             stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
         self.step_count = steps.stop
         dist.all_reduce(loss_sum)
@@ -165,12 +172,28 @@ class DistributedGradientRounds(GradientCheckpoint):
                                               weight=1.0 / batch.numel(), class_weights=self.class_weights,
                                               noise_sigma=self.noise, amp=config.amp)
                     total = total + result
-                    if last and self.rank_weights is not None and self.rank_weights.rule == "dynamic":
+                    if config.sync_bn and self.rank_weights is not None:
+                        loss = loss * self._loss_scale(total.weighted_mean_loss)
+                    elif last and self.rank_weights is not None and self.rank_weights.rule == "dynamic":
                         self.rank_weights.contribute(total.weighted_mean_loss)
                     scaler = self.server.scaler
                     (scaler.scale(loss) if scaler is not None else loss).backward()
         self.server.step_gradient()
         return total.loss_sum.double()
+
+    def _loss_scale(self, score) -> float:
+        """Return K w_r, this rank's loss factor under `sync_bn`: DDP's mean then gives the weighted loss's gradient.
+
+        With SyncBatchNorm a rank's gradient carries every rank's loss through the shared
+        statistics, so weighing gradients (the hook) would not weigh the losses; weighing the
+        loss does. ``score`` is the batch's mean loss, which the ``dynamic`` rule exchanges.
+        """
+        weights = self.rank_weights
+        if weights.rule == "dynamic":
+            weights.contribute(score)
+        weights.begin_step(self.device)
+        weights.end_step()
+        return weights.weight * weights.world_size
 
     def _sync_server(self, src: int) -> None:
         """Give every rank rank ``src``'s momentum and loss scale, which a rank that sat out has not kept up."""
@@ -200,12 +223,14 @@ def register_gradient_hook(ddp: DistributedDataParallel, config, sizes) -> RankW
     reweighted weighs each rank's gradient (`fedsim.hooks`) before the sum, compressed or not.
     """
     averaging = averaging_hook(config.compression, powersgd_rank=config.powersgd_rank, seed=config.seed)
-    if config.strategy == "allreduce":
+    weights = None
+    if config.strategy == "reweighted":
+        weights = RankWeights(config.weights, sizes, temperature=config.temperature)
+    if config.strategy == "allreduce" or config.sync_bn:  # under sync_bn the weights scale the loss instead
         if averaging is not None:
             hook, state = averaging
             ddp.register_comm_hook(state, hook)
-        return None
-    weights = RankWeights(config.weights, sizes, temperature=config.temperature)
+        return weights
     ddp.register_comm_hook(weights, weighted_allreduce_hook if averaging is None else weighted(*averaging))
     return weights
 

@@ -25,6 +25,7 @@ from ...recorder import RoundStats
 from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
+from ...sync_batchnorm import check_sync_bn, sync_bn_bytes
 from ...training import (
     LocalGradient,
     autocast,
@@ -89,6 +90,17 @@ class GradientRounds(GradientCheckpoint):
         self.fused = (config.fused and not forward_per_rank(model) and self.compression == "none"
                       and config.micro_batches == 1
                       and not (self.dynamic and config.dynamic_rule == "cosine"))
+        self.sync_bytes = 0
+        if config.sync_bn:
+            check_sync_bn(model, self.schedule.sits_out)
+            if self.compression != "none":
+                raise ValueError(f"`sync_bn`=True with `compression`={config.compression!r} runs on `fedsim ddp` only: "
+                                 "compression acts on each rank's own gradient, which SyncBatchNorm ties to "
+                                 "every rank's batch")
+            # BatchNorm over all ranks' samples is the fused forward itself; dropout masks are then
+            # drawn for the whole K x B batch, not per rank as on DDP
+            self.fused = True
+            self.sync_bytes = sync_bn_bytes(model)
         self.buffer_bytes = model_bytes(model)[1]
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
@@ -107,6 +119,7 @@ class GradientRounds(GradientCheckpoint):
             stats.loss_sum += self.step(batches, active)
             self.server.step_gradient()
             sent = wire_bytes(self.params, self.compression, step, self.config.powersgd_rank)
+            sent += self.sync_bytes * micro_batch_count(self.schedule.batch_sizes(step), self.config.micro_batches)
             stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
             self.step_count += 1
         return stats
@@ -134,23 +147,39 @@ class GradientRounds(GradientCheckpoint):
                                    temperature=self.config.temperature)
 
     def _fused_step(self, batches, active) -> float:
-        """One forward of all ranks' samples, each weighted by its rank's weight over its batch size."""
-        inputs = [training_batch(self.data, batches[rank], self.generator(rank), float(self.noise[rank]),
-                                 self.device, self.dtype) for rank in active]
+        """One forward of all ranks' samples, each weighted by its rank's weight over its batch size.
+
+        With micro-batches (`sync_bn` only), part j of every rank's batch goes through together.
+        """
+        generators = [self.generator(rank) for rank in active]
+        counts = torch.tensor([batches[rank].numel() for rank in active], device=self.device)
+        parts = micro_batch_count(counts.tolist(), self.config.micro_batches)
+        splits = [torch.tensor_split(batches[rank], parts) for rank in active]
+        static = None if self.dynamic else self._weights(active)
+        loss_sum = 0.0
+        for part in range(parts):
+            inputs = [training_batch(self.data, split[part], generator, float(self.noise[rank]), self.device,
+                                     self.dtype) for split, generator, rank in zip(splits, generators, active)]
+            loss_sum += self._fused_part(inputs, active, counts, static)
+        return loss_sum
+
+    def _fused_part(self, inputs, active, counts, static) -> float:
+        """Forward and backward one part of every active rank's batch; ``counts`` are the whole batches' sizes."""
         images = torch.cat([x for x, _ in inputs])
         targets = torch.cat([y for _, y in inputs])
-        counts = torch.tensor([y.shape[0] for _, y in inputs], device=self.device)
-        slot = torch.repeat_interleave(torch.arange(len(active), device=self.device), counts)
+        slot = torch.repeat_interleave(torch.arange(len(active), device=self.device),
+                                       torch.tensor([y.shape[0] for _, y in inputs], device=self.device))
         with autocast(self.device, self.config.amp):
             raw = self.task.loss(self.model(images), targets)
         per_sample = raw
         if self.class_weights is not None:
             rank_of_sample = torch.as_tensor(active, device=self.device)[slot]
             per_sample = raw * self.class_weights[rank_of_sample, targets]
-        rank_means = torch.zeros(len(active), dtype=per_sample.dtype, device=self.device)
-        rank_means = rank_means.index_add_(0, slot, per_sample.detach()) / counts
-        scores = rank_means.cpu().numpy() if self.dynamic else None
-        weights = torch.as_tensor(self._weights(active, scores), dtype=per_sample.dtype, device=self.device)
+        if static is None:  # dynamic: one part (RunConfig sees to it), so these are the batches' means
+            rank_means = torch.zeros(len(active), dtype=per_sample.dtype, device=self.device)
+            rank_means = rank_means.index_add_(0, slot, per_sample.detach()) / counts
+            static = self._weights(active, rank_means.cpu().numpy())
+        weights = torch.as_tensor(static, dtype=per_sample.dtype, device=self.device)
         loss = (per_sample * (weights / counts)[slot]).sum()
         (self.server.scaler.scale(loss) if self.server.scaler is not None else loss).backward()
         return float(raw.detach().sum())
