@@ -1,12 +1,36 @@
-"""What every engine starts from: the run's device, its number type and the seeded initial model."""
+"""What every engine starts from: the data, task, partition, and the seeded model on its device."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from .models import create_model
+from .partitioning import partition_for
 from .seeding import Stream, derive_seed
+from .tasks import create_task
 from .training import seeded_global_rng
+
+
+@dataclass
+class RunSetup:
+    """The pieces of a run every engine builds alike from its config (all functions of the config)."""
+
+    data: object
+    task: object
+    partition: object
+    model: torch.nn.Module
+
+    @classmethod
+    def build(cls, config, *, data=None, partition=None, device: torch.device | None = None) -> RunSetup:
+        """Load the data, make the task, the partition and the seeded model (``data`` and ``partition`` if not given)."""
+        data = data or config.load_dataset()
+        task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
+        if partition is None:
+            partition = partition_for(config, data.train_labels.numpy())
+        return cls(data, task, partition, build_model(config, data, device))
+
 
 def resolve_device(name: str) -> torch.device:
     """Return the device for ``--device`` (``auto`` picks CUDA when present)."""

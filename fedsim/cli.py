@@ -1,4 +1,4 @@
-"""The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``partition``, ``datasets``, ``models``.
+"""The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``flower``, ``partition``, ``datasets``, ``models``.
 
 Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`).
 Precedence: the field's default, then the TOML file, then flags given on the command line.
@@ -163,6 +163,26 @@ def command_ddp(args) -> None:
         print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
 
 
+def command_flower_simulate(args) -> None:
+    """Run FedAvg as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
+    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
+    from .compare import comparison_table
+    from .engines.flower import check_flower_config, simulate
+    from .results import RunFolder
+    from .strategies import get_strategy
+
+    check_flower_config(config)
+    if not 0 < args.timeout <= 7 * 24 * 3600:
+        raise ValueError(f"`--timeout` must be a number of seconds in (0, 604800], got {args.timeout}")
+    RunFolder(args.out).check(resume=args.resume, config=config)
+    prepare(config)
+    print(get_strategy(config.strategy).describe(config), flush=True)
+    result = simulate(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
+    print()
+    print(comparison_table({config.strategy: result}))
+    print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
+
+
 def rank_arguments(argv: list[str]) -> list[str]:
     """Return ``fedsim ddp``'s arguments for the ranks: the same, less ``--nproc``.
 
@@ -269,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
     ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
                      "collective before it fails (default 600)")
 
+    flower = commands.add_parser("flower", help="run a strategy as a Flower app (simulate)")
+    flower_commands = flower.add_subparsers(dest="flower_command", required=True, parser_class=OneLineParser)
+    simulate = _add_training_command(flower_commands, "simulate", "run on Flower's simulation engine (Ray), one "
+                                     "virtual SuperNode per partition", command_flower_simulate)
+    simulate.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
+                          "and for a round's replies (default 600)")
+
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
     add_config_flags(partition, PARTITION_FIELDS)
     partition.add_argument("--out", required=True, help="where to write the partition, a JSON file (required)")
@@ -293,6 +320,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     name, rank = f"fedsim {args.command}", None
+    if args.command == "flower":
+        name = f"fedsim flower {args.flower_command}"
     if args.command == "ddp":
         from .engines.distributed import under_torchrun
 

@@ -38,6 +38,12 @@ class RoundStats:
         """Mean training loss per sample forwarded this round."""
         return self.loss_sum / max(self.samples, 1)
 
+    def add_client(self, update) -> None:
+        """Count one client's local training (a `fedsim.client.ClientUpdate`)."""
+        self.samples += update.samples_processed
+        self.loss_sum += update.loss_sum
+        self.steps += update.num_steps
+
     def count_step(self, batch_sizes, param_bytes: int, buffer_bytes: int) -> None:
         """Count one allreduce or reweighted step: its samples, each active rank's gradient up and model down."""
         active = sum(1 for size in batch_sizes if size)

@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ...build import build_model
+from ...build import RunSetup
 from ...client import evaluate
-from ...partitioning import partition_for
 from ...recorder import Recorder
 from ...results import RunFolder
 from ...strategies import get_strategy
-from ...tasks import create_task
 from ..inprocess.loop import RunResult
 from ..rounds import drive
 from .collectives import broadcast_object
@@ -45,10 +43,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
     try:
         if ranks.leader and out is not None:
             RunFolder(out).check(resume=resume)
-        data = config.load_dataset()
-        task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
-        partition = partition_for(config, data.train_labels.numpy())
-        model = build_model(config, data, ranks.device)
+        setup = RunSetup.build(config, device=ranks.device)
+        data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
         local_training = get_strategy(config.strategy).local_training
         rounds_class = DistributedFedAvgRounds if local_training else DistributedGradientRounds
         rounds = rounds_class(config, model, data, task, partition, ranks)

@@ -7,7 +7,7 @@ import torch
 from partitions import feature_noise_levels
 
 from ...aggregate import accumulate, aggregation_weights
-from ...client import client_update, get_state, state_tensors
+from ...client import ClientUpdate, client_update, get_state, state_tensors
 from ...recorder import RoundStats
 from ...schedule import model_bytes, sample_clients
 from ...server import ServerOptimizer
@@ -52,34 +52,41 @@ class FedAvgRounds:
 
         A FedAvg round is the unit of work itself, so ``samples_before`` and ``target`` are unused.
         """
-        config = self.config
-        # clients with an empty shard have nothing to train on (Dirichlet with min size 0 can make them)
-        clients = [int(k) for k in sample_clients(len(self.sizes), config.fraction, config.seed, round_index)
-                   if self.sizes[k] > 0]
+        clients = self.sampled_clients(round_index)
         stats = RoundStats(clients=len(clients))
         if not clients:  # every sampled shard is empty: nothing to average, the model stays
             return stats
-        weights = aggregation_weights(config.weights, self.sizes, clients)
+        weights = aggregation_weights(self.config.weights, self.sizes, clients)
         # The weighted mean of the trained models, read in place from the shared model object;
         # minus the global model (the weights sum to one) it is the weighted mean delta.
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
         trained = state_tensors(self.model)
         for client, weight in self.served(list(zip(clients, weights))):
-            update = client_update(
-                self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
-                training=self.training, seed=config.seed, round=round_index, client=client, return_delta=False,
-                noise_sigma=float(self.noise[client]), scaler=self._scaler,
-            )
+            stats.add_client(self.train_client(client, round_index))
             accumulate(mean_delta, trained, weight)
-            stats.samples += update.samples_processed
-            stats.loss_sum += update.loss_sum
-            stats.steps += update.num_steps
         self.combine(mean_delta, stats)
-        stats.bytes_down = stats.bytes_up = len(clients) * self.state_bytes
-        with torch.no_grad():
-            torch._foreach_sub_(mean_delta, self.global_state)
-        self.server.step_delta(mean_delta)
+        self.step_server(mean_delta, stats, len(clients))
         return stats
+
+    def sampled_clients(self, round_index: int) -> list[int]:
+        """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
+        sampled = sample_clients(len(self.sizes), self.config.fraction, self.config.seed, round_index)
+        return [int(k) for k in sampled if self.sizes[k] > 0]
+
+    def train_client(self, client: int, round_index: int) -> ClientUpdate:
+        """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""
+        return client_update(
+            self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
+            training=self.training, seed=self.config.seed, round=round_index, client=client, return_delta=False,
+            noise_sigma=float(self.noise[client]), scaler=self._scaler,
+        )
+
+    def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
+        """Apply the server step to the weighted mean of ``num_clients`` trained models (overwritten)."""
+        stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
+        with torch.no_grad():
+            torch._foreach_sub_(mean_state, self.global_state)
+        self.server.step_delta(mean_state)
 
     def served(self, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Return the (client, weight) pairs this process trains: all of them, in one process."""

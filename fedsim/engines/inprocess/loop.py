@@ -6,13 +6,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ...build import build_model
+from ...build import RunSetup
 from ...client import evaluate
-from ...partitioning import partition_for
 from ...recorder import Recorder
 from ...results import RunFolder
 from ...strategies import get_strategy
-from ...tasks import create_task
 from ..rounds import drive
 from .fedavg import FedAvgRounds
 from .gradient import GradientRounds
@@ -50,11 +48,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     """
     if out is not None:
         RunFolder(out).check(resume=resume)  # a bad `--out` is reported before any work
-    data = data or config.load_dataset()
-    task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
-    if partition is None:
-        partition = partition_for(config, data.train_labels.numpy())
-    model = build_model(config, data)
+    setup = RunSetup.build(config, data=data, partition=partition)
+    data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
     rounds_class = FedAvgRounds if get_strategy(config.strategy).local_training else GradientRounds
     rounds = rounds_class(config, model, data, task, partition)
     recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid, quiet=quiet)

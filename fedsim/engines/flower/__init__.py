@@ -1,0 +1,11 @@
+"""The Flower engine: fedsim's clients, partitions and strategies as a Flower app.
+
+`simulate` runs it on Flower's simulation engine; `client_app` and `FederatedServer` are its
+``ClientApp`` and ``ServerApp``.
+"""
+
+from .client_app import client_app
+from .server_app import FederatedServer, check_flower_config
+from .simulation import simulate
+
+__all__ = ["FederatedServer", "check_flower_config", "client_app", "simulate"]

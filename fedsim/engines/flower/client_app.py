@@ -1,0 +1,103 @@
+"""The Flower ``ClientApp``: each SuperNode trains the partition its node config names with the shared client core.
+
+A node's ``node_config`` gives ``partition-id`` and ``num-partitions`` (Flower's simulation
+engine sets them for node i of N; a SuperNode takes ``--node-config``). The node builds the
+run's data, partition and seeded model once per process from the run's config, which every
+message carries (they are functions of it), then trains the client ``partition-id`` from
+each round's global model, seeded by (seed, round, partition-id) as in every engine.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import torch
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from ...build import RunSetup
+from ...client import state_tensors
+from ...config import RunConfig
+from ..inprocess.fedavg import FedAvgRounds
+from .records import from_record, state_names, to_record
+
+
+class ClientWorker:
+    """One node's copy of the run: the data, the partition and the model its client trains.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    """
+
+    def __init__(self, config: RunConfig):
+        setup = RunSetup.build(config)
+        self.config = config
+        self.rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+        self.names = state_names(setup.model)
+        self.trained = state_tensors(setup.model)
+
+    def partition_id(self, node_config) -> int:
+        """Return the node's ``partition-id``, checked against the run's partitions."""
+        count = self.config.num_partitions
+        if "partition-id" not in node_config:
+            raise ValueError("this SuperNode has no `partition-id` in its node config; start it with "
+                             f"--node-config \"partition-id=K num-partitions={count}\", K in 0..{count - 1}")
+        partition_id = node_config["partition-id"]
+        if not isinstance(partition_id, int) or not 0 <= partition_id < count:
+            raise ValueError(f"`partition-id`={partition_id!r} is outside the run's partitions 0..{count - 1}")
+        declared = node_config.get("num-partitions", count)
+        if declared != count:
+            raise ValueError(f"the node config says `num-partitions`={declared!r} but the run has "
+                             f"`num_partitions`={count}")
+        return partition_id
+
+    def train(self, client: int, round_index: int, global_record) -> tuple[object, dict]:
+        """Train ``client`` from the global model in ``global_record``; return its model record and its counts."""
+        rounds = self.rounds
+        with torch.no_grad():
+            torch._foreach_copy_(rounds.global_state, from_record(global_record, self.names, rounds.global_state))
+        update = rounds.train_client(client, round_index)
+        counts = {"num-examples": len(rounds.partition.shard(client)), "partition-id": client,
+                  "samples": update.samples_processed, "loss-sum": float(update.loss_sum), "steps": update.num_steps}
+        return to_record(self.names, self.trained), counts
+
+
+@functools.lru_cache(maxsize=2)
+def _worker(config_json: str) -> ClientWorker:
+    """Return this process's worker for a run, built once (a node serves many rounds of one run)."""
+    return ClientWorker(RunConfig(**json.loads(config_json)))
+
+
+def client_app() -> ClientApp:
+    """Return the ``ClientApp``: it serves any run, whose config each message carries (``fedsim-config``).
+
+    Handlers: ``query`` answers the node's partition (the server maps nodes to partitions with
+    it before the first round); ``train`` trains that partition's client. The server sending
+    the config keeps the two sides from disagreeing about the run.
+    """
+    app = ClientApp()
+
+    def worker(message: Message) -> ClientWorker:
+        return _worker(message.content["config"]["fedsim-config"])
+
+    @app.query()
+    def query(message: Message, context: Context) -> Message:
+        partition_id = worker(message).partition_id(context.node_config)
+        return Message(RecordDict({"node": ConfigRecord({"partition-id": partition_id})}), reply_to=message)
+
+    @app.train()
+    def train(message: Message, context: Context) -> Message:
+        work = worker(message)
+        client = work.partition_id(context.node_config)
+        round_index = int(message.content["config"]["fedsim-round"])
+        record, counts = work.train(client, round_index, message.content["arrays"])
+        return Message(RecordDict({"arrays": record, "metrics": MetricRecord(counts)}), reply_to=message)
+
+    return app
+
+
+def config_json(config: RunConfig) -> str:
+    """Return ``config`` as the ``fedsim-config`` text the messages carry."""
+    return json.dumps(config.to_dict(), sort_keys=True)

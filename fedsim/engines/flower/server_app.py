@@ -1,0 +1,124 @@
+"""The Flower ``ServerApp``: find which node holds which partition, run `SeededFedAvg`, write the results folder.
+
+The server builds the run from its config as every engine does (data, partition, seeded model),
+evaluates on the test split itself, and writes the folder of `fedsim run` through the shared
+recorder, checkpoints and resume included.
+"""
+
+from __future__ import annotations
+
+import time
+
+from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from ...build import RunSetup
+from ...client import evaluate
+from ...config import RunConfig
+from ...recorder import Recorder
+from ...results import RunFolder
+from ..inprocess.fedavg import FedAvgRounds
+from ..inprocess.loop import RunResult
+from .client_app import config_json
+from .records import from_run_config, state_names, to_record
+from .strategy import SeededFedAvg
+
+#: Seconds the server waits for every partition's node to connect, and for one round's replies.
+DEFAULT_TIMEOUT_S = 600.0
+
+
+class FederatedServer:
+    """The server side of one run; `app` is its ``ServerApp``, `result` what it ended with.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig, optional
+        The run; read from Flower's run config when omitted (as under ``flwr run``).
+    out : str or Path, optional
+        Results folder.
+    resume : bool, default False
+        Continue from ``out``'s checkpoint.
+    quiet : bool, default True
+        No progress bar.
+    timeout_s : float, default 600
+        Seconds to wait for the nodes to connect, and for a round's replies.
+    """
+
+    def __init__(self, config: RunConfig | None = None, out=None, *, resume: bool = False, quiet: bool = True,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.config, self.out, self.resume, self.quiet, self.timeout_s = config, out, resume, quiet, timeout_s
+        self.result: RunResult | None = None
+        self.lost: dict[int, list[int]] = {}
+        self.app = ServerApp()
+        self.app.main()(self.main)
+
+    def main(self, grid: Grid, context: Context) -> None:
+        """Run the rounds still to run and write the summary."""
+        config = self.config if self.config is not None else from_run_config(context.run_config)
+        check_flower_config(config)
+        if self.out is not None:
+            RunFolder(self.out).check(resume=self.resume)
+        setup = RunSetup.build(config)
+        rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+        nodes = find_partitions(grid, config, self.timeout_s)
+        recorder = Recorder(config, setup.partition, self.out, multilabel=setup.task.multilabel, resume=self.resume,
+                            quiet=self.quiet)
+        restored = recorder.start()
+        if restored is not None:
+            for tensor, saved in zip(rounds.global_state, restored.global_state):
+                tensor.copy_(saved)
+            rounds.load_state_dict(restored.engine_state)
+        names = state_names(setup.model)
+        strategy = SeededFedAvg(rounds, names, nodes, recorder,
+                                lambda: evaluate(setup.model, rounds.global_state, setup.data, task=setup.task))
+        with recorder.interruptible():
+            strategy.start(grid, to_record(names, rounds.global_state), num_rounds=len(recorder.pending_rounds()),
+                           timeout=self.timeout_s, evaluate_fn=strategy.record_round)
+        self.lost = strategy.lost
+        summary = recorder.finish(rounds.global_state)
+        self.result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+
+
+def check_flower_config(config: RunConfig) -> None:
+    """Refuse what the Flower engine does not run: strategies other than fedavg."""
+    if config.strategy != "fedavg":
+        raise ValueError(f"the Flower engine runs `strategy`='fedavg'; `strategy`={config.strategy!r} runs on "
+                         "`fedsim run` and `fedsim ddp`")
+
+
+def find_partitions(grid: Grid, config: RunConfig, timeout_s: float) -> dict[int, int]:
+    """Wait until every partition has a node; return the node id serving each partition id.
+
+    Each node is asked for its ``partition-id`` (the ClientApp's ``query`` handler checks it).
+
+    Raises
+    ------
+    RuntimeError
+        When the nodes do not cover 0..K-1 within ``timeout_s``, or a node's answer is an error
+        (a partition id out of range), or two nodes claim one partition.
+    """
+    num_partitions = config.num_partitions
+    question = RecordDict({"config": ConfigRecord({"fedsim-config": config_json(config)})})
+    deadline = time.monotonic() + timeout_s
+    nodes: dict[int, int] = {}
+    asked: set[int] = set()
+    while len(nodes) < num_partitions:
+        new = [node for node in grid.get_node_ids() if node not in asked]
+        if new:
+            asked.update(new)
+            questions = [Message(question, dst_node_id=node, message_type=MessageType.QUERY) for node in new]
+            for reply in grid.send_and_receive(questions, timeout=max(1.0, deadline - time.monotonic())):
+                node = reply.metadata.src_node_id
+                if reply.has_error():
+                    raise RuntimeError(f"SuperNode {node} cannot serve this run: {reply.error.reason}")
+                partition = int(reply.content["node"]["partition-id"])
+                if partition in nodes:
+                    raise RuntimeError(f"SuperNodes {nodes[partition]} and {node} both claim `partition-id`={partition}")
+                nodes[partition] = node
+        if time.monotonic() > deadline:
+            missing = sorted(set(range(num_partitions)) - set(nodes))
+            raise RuntimeError(f"after {timeout_s:g} s no SuperNode serves partition(s) {missing[:10]} of "
+                               f"{num_partitions}; start one per partition id")
+        if len(nodes) < num_partitions:
+            time.sleep(0.5)
+    return nodes

@@ -1,0 +1,87 @@
+"""``fedsim flower simulate``: the Flower app on Flower's simulation engine (Ray), one virtual SuperNode per partition."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import warnings
+
+from ...config import RunConfig
+from ..inprocess.loop import RunResult
+from .client_app import client_app
+from .server_app import DEFAULT_TIMEOUT_S, FederatedServer
+
+
+def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool = True,
+             timeout_s: float = DEFAULT_TIMEOUT_S, num_cpus: int | None = None) -> RunResult:
+    """Run ``config`` (FedAvg) on Flower's simulation engine and return its rows, summary and final model.
+
+    Each client runs in a Ray actor with one CPU and one torch thread, ``num_cpus`` actors at
+    once (all the machine's cores by default). Ray's temporary folder is a new short folder
+    (its socket paths must fit in 107 bytes), removed at the end with Ray's processes.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    out : str or Path, optional
+        Results folder, in the format of `fedsim run`.
+    resume : bool, default False
+        Continue from ``out``'s checkpoint.
+    quiet : bool, default True
+        No progress bar, and Flower's log at warnings only.
+    timeout_s : float, default 600
+        Seconds the server waits for a round's replies.
+    num_cpus : int, optional
+        CPUs Ray may use (default: all).
+    """
+    from flwr.simulation import run_simulation
+
+    server = FederatedServer(config, out, resume=resume, quiet=quiet, timeout_s=timeout_s)
+    num_cpus = num_cpus or os.cpu_count() or 1
+    with tempfile.TemporaryDirectory(prefix="fedsim-ray-", dir="/tmp", ignore_cleanup_errors=True) as ray_folder:
+        backend = {
+            "client_resources": {"num_cpus": 1, "num_gpus": 0.0},
+            "init_args": {"num_cpus": num_cpus, "_temp_dir": ray_folder, "logging_level": logging.ERROR,
+                          "log_to_driver": not quiet},
+        }
+        with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(logging.WARNING if quiet else logging.INFO):
+            warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's, and Ray's notices
+            warnings.simplefilter("ignore", FutureWarning)
+            run_simulation(server_app=server.app, client_app=client_app(), num_supernodes=config.num_partitions,
+                           backend_config=backend, verbose_logging=False)
+    if server.result is None:
+        raise RuntimeError("the Flower simulation ended without running the server; see its log above")
+    return server.result
+
+
+class _one_thread_per_actor:
+    """Set ``OMP_NUM_THREADS=1`` while Ray starts its actors (they inherit it), then restore it.
+
+    Several processes each running torch with every core's threads slow each other many times over.
+    """
+
+    def __enter__(self):
+        self._saved = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = "1"
+
+    def __exit__(self, *exc):
+        if self._saved is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = self._saved
+
+
+class _flower_log:
+    """Set the level of Flower's logger for the block, then restore it."""
+
+    def __init__(self, level: int):
+        self.level = level
+
+    def __enter__(self):
+        self._logger = logging.getLogger("flwr")
+        self._saved = self._logger.level
+        self._logger.setLevel(self.level)
+
+    def __exit__(self, *exc):
+        self._logger.setLevel(self._saved)
