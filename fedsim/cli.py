@@ -172,8 +172,7 @@ def command_flower_simulate(args) -> None:
     from .strategies import get_strategy
 
     check_flower_config(config)
-    if not 0 < args.timeout <= 7 * 24 * 3600:
-        raise ValueError(f"`--timeout` must be a number of seconds in (0, 604800], got {args.timeout}")
+    check_timeout(args.timeout)
     RunFolder(args.out).check(resume=args.resume, config=config)
     prepare(config)
     print(get_strategy(config.strategy).describe(config), flush=True)
@@ -181,6 +180,59 @@ def command_flower_simulate(args) -> None:
     print()
     print(comparison_table({config.strategy: result}))
     print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
+
+
+def command_flower_deploy(args) -> None:
+    """Run FedAvg as a Flower app on a real SuperLink and one SuperNode per partition, all on 127.0.0.1."""
+    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
+    from .engines.flower import check_flower_config
+    from .engines.flower.certificates import Certificates
+    from .engines.flower.deploy import LocalFederation, check_port_free
+    from .engines.flower.records import to_run_config
+    from .results import RunFolder, read_rows
+    from .strategies import get_strategy
+
+    check_flower_config(config)
+    check_timeout(args.timeout)
+    supernodes = config.num_partitions if args.num_supernodes is None else args.num_supernodes
+    if supernodes != config.num_partitions:
+        raise ValueError(f"`--num-supernodes` {supernodes} must equal `--num-partitions` {config.num_partitions}: "
+                         "each SuperNode serves one partition")
+    if args.superlink_port is not None:
+        check_port_free(args.superlink_port, "--superlink-port")
+    certificates = Certificates.in_folder(args.tls) if args.tls else None
+    out = Path(args.out).resolve()  # the ServerApp runs in another process and folder
+    RunFolder(out).check(resume=args.resume, config=config)
+    prepare(config)
+    print(get_strategy(config.strategy).describe(config), flush=True)
+    entries = {**to_run_config(config), "out": str(out), "resume": args.resume, "timeout": args.timeout}
+    try:
+        with LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates) as federation:
+            print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes; flwr run:", flush=True)
+            log = open(os.devnull, "w") if args.quiet else None  # noqa: SIM115 (closed with the process)
+            status = federation.run(entries, stream=log)
+    except KeyboardInterrupt:
+        raise RanksInterrupted((out / "checkpoint.pt").exists()) from None
+    finished = (out / "summary.json").exists() and len(read_rows(out / "metrics.csv")) == config.rounds
+    if status != 0 or not finished:
+        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); its log above says "
+                           "why; --resume continues from the last checkpoint")
+    print(f"\nresults in {out}/ (as `fedsim run` writes them)")
+
+
+def command_flower_certs(args) -> None:
+    """Write a certificate authority and a server certificate for `fedsim flower deploy --tls`."""
+    from .engines.flower.certificates import write_certificates
+
+    certificates = write_certificates(args.folder, args.host, days=args.days, force=args.force)
+    print(f"wrote {certificates.ca}, {certificates.certificate} and {certificates.key} (keep the key private); "
+          f"use: fedsim flower deploy --tls {args.folder} ...")
+
+
+def check_timeout(seconds: float) -> None:
+    """Refuse a ``--timeout`` outside (0, one week]."""
+    if not 0 < seconds <= 7 * 24 * 3600:  # also refuses nan and inf
+        raise ValueError(f"`--timeout` must be a number of seconds in (0, 604800], got {seconds}")
 
 
 def rank_arguments(argv: list[str]) -> list[str]:
@@ -289,12 +341,29 @@ def build_parser() -> argparse.ArgumentParser:
     ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
                      "collective before it fails (default 600)")
 
-    flower = commands.add_parser("flower", help="run a strategy as a Flower app (simulate)")
+    flower = commands.add_parser("flower", help="run FedAvg as a Flower app: simulate, deploy, certs")
     flower_commands = flower.add_subparsers(dest="flower_command", required=True, parser_class=OneLineParser)
     simulate = _add_training_command(flower_commands, "simulate", "run on Flower's simulation engine (Ray), one "
                                      "virtual SuperNode per partition", command_flower_simulate)
-    simulate.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
-                          "and for a round's replies (default 600)")
+    deploy = _add_training_command(flower_commands, "deploy", "run on a real SuperLink and one SuperNode per "
+                                   "partition, all on 127.0.0.1", command_flower_deploy)
+    deploy.add_argument("--num-supernodes", type=int, default=None, help="SuperNodes to start, one per partition "
+                        "(default: --num-partitions)")
+    deploy.add_argument("--superlink-port", type=int, default=None, help="the SuperLink's port on 127.0.0.1 "
+                        "(default: a free one)")
+    deploy.add_argument("--tls", default=None, help="serve TLS with the certificates `fedsim flower certs` wrote "
+                        "to this folder (default: plain connections on the loopback interface)")
+    for command in (simulate, deploy):
+        command.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
+                             "and for a round's replies (default 600)")
+    certs = flower_commands.add_parser("certs", help="write a certificate authority and a server certificate "
+                                       "for --tls")
+    certs.add_argument("folder", help="where to write ca.crt, server.pem and server.key")
+    certs.add_argument("--host", action="append", default=[], help="a name or address the SuperLink is reached "
+                       "by, beside 127.0.0.1 and localhost (repeat for several)")
+    certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
+    certs.add_argument("--force", action="store_true", help="replace certificates already in the folder")
+    certs.set_defaults(handler=command_flower_certs)
 
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
     add_config_flags(partition, PARTITION_FIELDS)
@@ -314,7 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Run the command line; bad input ends with one error line, naming the flag at fault, and exit status 2."""
-    from .recorder import RunInterrupted
+    from .interrupts import RunInterrupted
 
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -27,7 +27,7 @@ HELP = {
     "dataset": "dataset name; `fedsim datasets` lists them and where each is read from",
     "data_root": "folder the on-disk datasets are read from (default $FEDSIM_DATA or ~/.cache/fedsim/data)",
     "download": "let torchvision download a missing dataset (needs a network)",
-    "model": "classifier",
+    "model": "classifier: %(choices)s",  # argparse reads the lazy choices only when it shows the help
     "norm": "normalisation layers (default: the model's own)",
     "partition": "how the training labels are split over the K partitions",
     "num_partitions": "clients or ranks K",
@@ -171,8 +171,18 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None, hidden=()) -> 
             continue
         kind = int if "int" in str(field.type) else float if "float" in str(field.type) else str
         parser.add_argument(*aliases, dest=field.name, type=kind, choices=CHOICES.get(field.name),
-                            default=argparse.SUPPRESS, help=help_text, metavar=None if field.name in CHOICES else
-                            field.name.upper())
+                            default=argparse.SUPPRESS, help=help_text, metavar=_metavar(field.name))
+
+
+def _metavar(name: str) -> str | None:
+    """Return the flag's placeholder: its choices where they are fixed, its name where they are read lazily.
+
+    argparse lists the choices when the flag is added; a lazy list (the models) would be read,
+    and torch imported, by every command, even one that fails on its first flag.
+    """
+    if name in CHOICES and not isinstance(CHOICES[name], LazyChoices):
+        return None
+    return name.upper()
 
 
 # Library parameter -> the flag that sets it: every RunConfig field, the aliases, and compare's list.

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .interrupts import RunInterrupted
 from .results import RunFolder, deferred_interrupt
 from .schedule import SampleGrid
 
@@ -84,28 +85,6 @@ class Progress:
     def bytes_communicated(self) -> int:
         """Bytes both ways."""
         return self.bytes_up + self.bytes_down
-
-
-class RunInterrupted(Exception):
-    """Ctrl-C stopped a run; says which round was finished and which checkpoint holds what.
-
-    Attributes
-    ----------
-    rounds_finished : int
-    checkpoint_round : int or None
-        The round ``checkpoint.pt`` holds (``None``: no checkpoint, or no folder).
-    folder : Path or None
-    """
-
-    def __init__(self, rounds_finished: int, rounds: int, checkpoint_round: int | None, folder):
-        self.rounds_finished, self.checkpoint_round, self.folder = rounds_finished, checkpoint_round, folder
-        if folder is None:
-            where = "nothing was saved (no results folder)"
-        elif checkpoint_round is None:
-            where = f"no checkpoint was written yet in {folder}"
-        else:
-            where = f"{folder / 'checkpoint.pt'} holds round {checkpoint_round}"
-        super().__init__(f"interrupted after round {rounds_finished} of {rounds}; {where}")
 
 
 @dataclass
@@ -230,11 +209,11 @@ class Recorder:
             self._bar.update(1)
         return row
 
-    def finish(self, global_state) -> dict:
-        """Write the summary and the final model; return the summary."""
+    def finish(self, global_state, extra: dict | None = None) -> dict:
+        """Write the summary (with an engine's ``extra`` entries) and the final model; return the summary."""
         if self._bar is not None:
             self._bar.close()
-        summary = summarize(self.rows, self.progress, self.partition.num_partitions)
+        summary = {**summarize(self.rows, self.progress, self.partition.num_partitions), **(extra or {})}
         if self.folder is not None:
             with deferred_interrupt():
                 self.folder.write_summary({self.config.strategy: summary})

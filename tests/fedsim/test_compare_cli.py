@@ -89,6 +89,7 @@ UNREAD = [
     (["--temperature", "0.5"], "allreduce", "`--temperature`=0.5"),
     (["--compression", "int8"], "fedavg", "`--compression`='int8'"),
     (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
+    (["--sync-bn"], "fedavg", "`--sync-bn`=True"),
 ]
 
 

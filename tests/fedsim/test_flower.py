@@ -5,8 +5,13 @@ the results folder; the checks without Ray cover the records and the node checks
 """
 
 import json
+import os
+import signal
+import socket
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,18 +20,44 @@ from fedsim.config import RunConfig
 from fedsim.engines.flower.client_app import ClientWorker
 from fedsim.engines.flower.records import from_record, from_run_config, state_names, to_record, to_run_config
 from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.fedavg import FedAvgRounds
 from fedsim.models import create_model
 from fedsim.results import read_rows
 
 EXACT = {"rtol": 1e-10, "atol": 1e-10}
+FLOWER_PROCESSES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp",
+                    "flwr run")
 # 4 clients of the 8x8 digits, half sampled per round by fedsim's seeded sampler, FedAvgM on the server
 FEDAVG = {"strategy": "fedavg", "dataset": "digits", "model": "mlp", "num_partitions": 4, "fraction": 0.5,
           "rounds": 2, "batch_size": 10, "lr": 0.1, "local_steps": 5, "server_momentum": 0.5, "dtype": "float64"}
 
 
+def processes_named(names) -> list[str]:
+    """Return the running processes (not zombies) whose command line holds one of ``names``."""
+    listing = subprocess.run(["ps", "-ww", "-eo", "pid,stat,args"], capture_output=True, text=True, check=True).stdout
+    return [line for line in listing.splitlines()[1:]
+            if any(name in line for name in names) and line.split()[1][0] != "Z" and " ps -ww " not in line]
+
+
 def ray_processes() -> list[str]:
-    listing = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True, check=True).stdout
-    return [line for line in listing.splitlines() if "ray::" in line or "raylet" in line or "gcs_server" in line]
+    return processes_named(("ray::", "raylet", "gcs_server"))
+
+
+def wait_until_gone(list_processes, timeout: float = 30.0) -> list[str]:
+    """Wait until ``list_processes()`` is empty (processes exit just after being stopped); return what is left."""
+    deadline = time.monotonic() + timeout
+    while list_processes() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return list_processes()
+
+
+def fedsim(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "fedsim", *args], capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def flags(settings: dict) -> list[str]:
+    return [word for key, value in settings.items() for word in (f"--{key.replace('_', '-')}", str(value))]
 
 
 @pytest.mark.slow
@@ -45,10 +76,81 @@ def test_flower_simulation_equals_in_process_and_writes_the_same_folder(tmp_path
             == json.loads((tmp_path / "inprocess" / "config.json").read_text()))
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
         path.name for path in (tmp_path / "inprocess").iterdir())
-    deadline = time.monotonic() + 30
-    while ray_processes() and time.monotonic() < deadline:  # Ray's processes exit just after its shutdown
-        time.sleep(0.5)
-    assert ray_processes() == []
+    assert wait_until_gone(ray_processes) == []
+
+
+# 3 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed
+DEPLOYED = {**FEDAVG, "num_partitions": 3, "fraction": 1.0, "rounds": 3}
+
+
+def without_client(lost: int, from_round: int):
+    """Return `FedAvgRounds.sampled_clients` less client ``lost`` from round index ``from_round`` on."""
+    sampled_clients = FedAvgRounds.sampled_clients
+
+    def sampled(self, round_index):
+        clients = sampled_clients(self, round_index)
+        return [client for client in clients if round_index < from_round or client != lost]
+
+    return sampled
+
+
+@pytest.mark.slow
+def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch):
+    """A SuperLink and 3 SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
+
+    Rounds 2 and 3 go on with clients 0 and 2 (the server waits `--timeout` seconds for the lost
+    node's reply, or skips it once the SuperLink has marked it offline), and the run ends with
+    the parameters of in-process FedAvg whose rounds 2 and 3 sample clients 0 and 2 alone.
+    """
+    assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
+    out = tmp_path / "flower"
+    launcher = subprocess.Popen([sys.executable, "-m", "fedsim", "flower", "deploy", "--tls", str(tmp_path / "certs"),
+                                 *flags(DEPLOYED), "--timeout", "20", "--quiet", "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not ((out / "metrics.csv").exists() and len(read_rows(out / "metrics.csv")) >= 1):
+            assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate()
+            time.sleep(0.2)
+        [node] = [line for line in processes_named(["flower-supernode"]) if "partition-id=1 num-partitions=3" in line]
+        os.kill(int(node.split()[0]), signal.SIGKILL)
+        stdout, stderr = launcher.communicate(timeout=300)
+    finally:
+        if launcher.poll() is None:
+            launcher.terminate()
+            launcher.wait()
+    assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
+    summary = json.loads((out / "summary.json").read_text())["fedavg"]
+    assert summary["lost_clients"] == {"2": [1], "3": [1]}
+    monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(1, from_round=1))
+    expected = run(RunConfig(**DEPLOYED), tmp_path / "inprocess")
+    deployed = torch.load(out / "model.pt")["state"]
+    torch.testing.assert_close(deployed, expected.global_state, **EXACT)
+    rows = [read_rows(folder / "metrics.csv") for folder in (out, tmp_path / "inprocess")]
+    for row in (*rows[0], *rows[1]):  # the lost node was sent the model in round 2, maybe in round 3
+        for column in ("wall_s", "bytes_down", "bytes_communicated"):
+            row.pop(column)
+    assert rows[0] == rows[1]
+
+
+def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        cases = {
+            ("--superlink-port", str(port)): f"`--superlink-port` {port} is in use on 127.0.0.1",
+            ("--strategy", "allreduce"): "the Flower engine runs `--strategy`='fedavg'",
+            ("--num-supernodes", "3"): "`--num-supernodes` 3 must equal `--num-partitions` 2",
+            ("--tls", str(tmp_path)): f"`--tls` {tmp_path} lacks ca.crt, server.pem, server.key",
+        }
+        for extra, message in cases.items():
+            result = fedsim("flower", "deploy", "--dataset", "digits", "--num-partitions", "2", *extra,
+                            "--out", str(tmp_path / "out"))
+            assert result.returncode == 2 and message in result.stderr, (extra, result.stderr)
+            assert result.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
+    assert processes_named(FLOWER_PROCESSES) == []
 
 
 def test_models_travel_by_name_and_keep_float64_bit_for_bit():
@@ -67,7 +169,7 @@ def test_the_run_config_travels_as_flower_run_config_entries():
     entries = to_run_config(config)
     assert entries["server-momentum"] == 0.5 and entries["dataset-options"] == '{"image_size": 8}'
     assert all(isinstance(value, (int, float, str, bool)) for value in entries.values())
-    assert from_run_config(entries) == config
+    assert from_run_config(entries) == (config, {"out": "", "resume": False, "timeout": 600.0})
     with pytest.raises(ValueError, match="unknown key 'rounds_total' in the Flower run config"):
         from_run_config({**entries, "rounds-total": 3})
 

@@ -7,6 +7,7 @@ arrives bit for bit). The run's config travels as Flower run-config entries, one
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import OrderedDict
 
@@ -17,6 +18,10 @@ from ...config import RunConfig
 
 #: Fields that are not scalars travel as JSON text (Flower's run config holds scalars only).
 _JSON_FIELDS = ("dataset_options",)
+
+#: The app's own run-config entries beside the run's fields: the results folder ("" for none),
+#: whether to resume it, and the seconds to wait for the nodes and for each round.
+APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0}
 
 
 def state_names(model: torch.nn.Module) -> list[str]:
@@ -41,20 +46,28 @@ def from_record(record: ArrayRecord, names: list[str], like: list[torch.Tensor])
 
 
 def to_run_config(config: RunConfig) -> dict:
-    """Return ``config`` as Flower run-config entries (dashed names; unset fields left out)."""
+    """Return ``config`` as Flower run-config entries: dashed names, unset fields as "" (TOML has no null)."""
     entries = {}
     for name, value in config.to_dict().items():
         if name in _JSON_FIELDS:
             value = json.dumps(value)
-        if value is not None:
-            entries[name.replace("_", "-")] = value
+        entries[name.replace("_", "-")] = "" if value is None else value
     return entries
 
 
-def from_run_config(entries) -> RunConfig:
-    """Return the `RunConfig` that `to_run_config` (or a Flower app's ``[tool.flwr.app.config]``) describes."""
+def from_run_config(entries) -> tuple[RunConfig, dict]:
+    """Return the `RunConfig` that run-config ``entries`` describe, and the app's own entries (`APP_ENTRIES`).
+
+    ``entries`` are `to_run_config`'s output or a Flower app's ``[tool.flwr.app.config]`` with
+    ``flwr run --run-config`` overrides.
+    """
     settings = {name.replace("-", "_"): value for name, value in dict(entries).items()}
+    app = {name: settings.pop(name, default) for name, default in APP_ENTRIES.items()}
+    optional = {field.name for field in dataclasses.fields(RunConfig) if field.default is None}
+    for name in optional:
+        if settings.get(name) == "":
+            settings[name] = None
     for name in _JSON_FIELDS:
         if isinstance(settings.get(name), str):
-            settings[name] = json.loads(settings[name])
-    return RunConfig.from_mapping(settings, source="the Flower run config")
+            settings[name] = json.loads(settings[name] or "{}")
+    return RunConfig.from_mapping(settings, source="the Flower run config"), app

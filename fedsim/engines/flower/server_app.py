@@ -54,7 +54,10 @@ class FederatedServer:
 
     def main(self, grid: Grid, context: Context) -> None:
         """Run the rounds still to run and write the summary."""
-        config = self.config if self.config is not None else from_run_config(context.run_config)
+        config = self.config
+        if config is None:  # under `flwr run`: the run and the app's options come from the run config
+            config, options = from_run_config(context.run_config)
+            self.out, self.resume, self.timeout_s = options["out"] or None, options["resume"], options["timeout"]
         check_flower_config(config)
         if self.out is not None:
             RunFolder(self.out).check(resume=self.resume)
@@ -75,7 +78,10 @@ class FederatedServer:
             strategy.start(grid, to_record(names, rounds.global_state), num_rounds=len(recorder.pending_rounds()),
                            timeout=self.timeout_s, evaluate_fn=strategy.record_round)
         self.lost = strategy.lost
-        summary = recorder.finish(rounds.global_state)
+        # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
+        # or a client that raised; the round went on with the others
+        lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
+        summary = recorder.finish(rounds.global_state, extra={"lost_clients": lost})
         self.result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
 
 

@@ -52,6 +52,7 @@ class SeededFedAvg(FedAvg):
         self.recorder, self.evaluate = recorder, evaluate
         self.first_round = recorder.progress.round
         self.lost: dict[int, list[int]] = {}  # round -> the partitions whose client did not reply
+        self._sampled: list[int] = []  # the round's clients, and those of them whose node was online
         self._sent: list[int] = []
         self._stats = RoundStats()
         self._started = 0.0
@@ -66,7 +67,9 @@ class SeededFedAvg(FedAvg):
         self._started = time.perf_counter()
         round_index = self.round_index(server_round)
         self.recorder.schedule_round(round_index)
-        self._sent = self.rounds.sampled_clients(round_index)
+        self._sampled = self.rounds.sampled_clients(round_index)
+        online = set(grid.get_node_ids())  # a SuperNode the SuperLink has marked offline gets nothing
+        self._sent = [client for client in self._sampled if self.nodes[client] in online]
         config["server-round"] = server_round
         config["fedsim-round"] = round_index
         config["fedsim-config"] = config_json(self.rounds.config)
@@ -79,7 +82,7 @@ class SeededFedAvg(FedAvg):
         valid, _ = self._check_and_log_replies(list(replies), is_train=True)
         by_client = {int(reply.content["metrics"]["partition-id"]): reply for reply in valid}
         clients = [client for client in self._sent if client in by_client]
-        lost = [client for client in self._sent if client not in by_client]
+        lost = [client for client in self._sampled if client not in by_client]
         if lost:
             self.lost[self.round_index(server_round)] = lost
         stats = self._stats = RoundStats(clients=len(clients))
@@ -96,6 +99,7 @@ class SeededFedAvg(FedAvg):
             stats.loss_sum += float(counts["loss-sum"])
             stats.steps += int(counts["steps"])
         rounds.step_server(mean_state, stats, len(clients))
+        stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})
 
     def record_round(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:

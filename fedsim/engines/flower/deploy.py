@@ -1,0 +1,172 @@
+"""``fedsim flower deploy``: a real SuperLink and SuperNodes on 127.0.0.1, the app run on them with ``flwr run``.
+
+`LocalFederation` starts ``flower-superlink`` and one ``flower-supernode`` per partition (its
+``--node-config`` names the partition), each bound to the loopback interface, with Flower's
+home in a new short temporary folder (its ``config.toml`` names this SuperLink). `run` submits
+fedsim's app folder with ``flwr run --stream`` and the run's settings as a run-config file.
+Every process it started, and every process those started, is stopped on the way out, after
+an error or Ctrl-C too. Nothing is installed at run time and nothing checks for updates.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..distributed.launch import LOOPBACK, free_port
+from .app_files import APP_FOLDER, run_config_toml
+from .certificates import Certificates
+from .processes import stop_all
+
+#: Seconds the SuperLink has to start listening.
+START_TIMEOUT_S = 60.0
+#: The name of the SuperLink connection in Flower's ``config.toml``.
+CONNECTION = "fedsim"
+
+
+class LocalFederation:
+    """A SuperLink and ``num_supernodes`` SuperNodes on 127.0.0.1, for ``with`` (stopped on exit).
+
+    Parameters
+    ----------
+    num_supernodes : int
+        SuperNode i serves partition i of ``num_supernodes``.
+    superlink_port : int, optional
+        The SuperLink's port (its one HTTP port serves the nodes, ``flwr`` and the ServerApp);
+        a free one when omitted.
+    certificates : Certificates, optional
+        Serve TLS with these (`fedsim.engines.flower.certificates.write_certificates`);
+        without them the connections are plain (``--insecure``).
+
+    Each process's output goes to a file in the federation's temporary folder, whose last
+    lines an error quotes.
+    """
+
+    def __init__(self, num_supernodes: int, *, superlink_port: int | None = None,
+                 certificates: Certificates | None = None):
+        self.num_supernodes = num_supernodes
+        self.certificates = certificates
+        self.superlink_port = superlink_port
+        self.processes: list[subprocess.Popen] = []
+        self.home: Path | None = None
+
+    def __enter__(self) -> LocalFederation:
+        self.home = Path(tempfile.mkdtemp(prefix="fedsim-flower-", dir="/tmp"))
+        # SIGTERM (a scheduler's stop, `kill`) ends the ``with`` block like an error, so the processes are stopped
+        self._previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop every process started here, and remove Flower's temporary home."""
+        stop_all(self.processes)
+        self.processes = []
+        if self.home is not None:
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home = None
+            signal.signal(signal.SIGTERM, self._previous_handler)
+
+    def environment(self) -> dict:
+        """The environment of every Flower process: this Python's tools first, no network, one thread each."""
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env.update(FLWR_HOME=str(self.home), FLWR_DISABLE_UPDATE_CHECK="1", FLWR_TELEMETRY_ENABLED="0",
+                   FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", OMP_NUM_THREADS="1")
+        return env
+
+    def start(self) -> None:
+        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        port = self.superlink_port if self.superlink_port is not None else free_port()
+        check_port_free(port, "--superlink-port")
+        self.superlink_port = port
+        security = (["--insecure"] if self.certificates is None else
+                    ["--ssl-ca-certfile", str(self.certificates.ca), "--ssl-certfile", str(self.certificates.certificate),
+                     "--ssl-keyfile", str(self.certificates.key)])
+        superlink = self._spawn("superlink", ["flower-superlink", *security, "--host", LOOPBACK, "--port", str(port),
+                                              "--disable-runtime-dependency-installation"])
+        wait_listening(port, superlink, self.log_path("superlink"))
+        node_security = (["--insecure"] if self.certificates is None else
+                         ["--root-certificates", str(self.certificates.ca)])
+        for partition_id in range(self.num_supernodes):
+            self._spawn(f"supernode-{partition_id}", [
+                "flower-supernode", *node_security, "--superlink", f"{LOOPBACK}:{port}",
+                "--node-config", f"partition-id={partition_id} num-partitions={self.num_supernodes}",
+                "--host", LOOPBACK, "--port", str(free_port()),
+            ])
+
+    def run(self, entries: dict, *, stream=None) -> int:
+        """Submit fedsim's app with run-config ``entries`` and stream its log; return ``flwr run``'s exit status.
+
+        ``stream`` receives the log (default: this process's standard output).
+        """
+        connection = f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{LOOPBACK}:{self.superlink_port}"\n'
+        connection += ("insecure = true\n" if self.certificates is None
+                       else f"root-certificates = {str(self.certificates.ca)!r}\n".replace("'", '"'))
+        (self.home / "config.toml").write_text(connection)
+        settings = self.home / "settings.toml"
+        settings.write_text(run_config_toml(entries))
+        command = ["flwr", "run", str(APP_FOLDER), CONNECTION, "--stream", "--run-config", str(settings)]
+        process = self._spawn("flwr-run", command, output=stream if stream is not None else sys.stdout)
+        return process.wait()
+
+    def log_path(self, name: str) -> Path:
+        """The file that holds process ``name``'s output."""
+        return self.home / f"{name}.log"
+
+    def _spawn(self, name: str, command: list[str], output=None) -> subprocess.Popen:
+        log = output if output is not None else self.log_path(name).open("w")
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.environment(),
+                                   cwd=self.home, start_new_session=True)
+        self.processes.append(process)
+        return process
+
+
+def _exit_on_sigterm(number, frame):
+    raise SystemExit(128 + number)
+
+
+def check_port_free(port: int, flag: str) -> None:
+    """Refuse a port outside 1..65535 or one that something on 127.0.0.1 already uses, naming ``flag``."""
+    if not 0 < port < 65536:
+        raise ValueError(f"`{flag}` must be a TCP port in 1..65535, got {port}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError:
+            raise ValueError(f"`{flag}` {port} is in use on {LOOPBACK}; give a free port or leave the flag out "
+                             "for one chosen for you") from None
+
+
+def wait_listening(port: int, process: subprocess.Popen, log: Path, timeout_s: float = START_TIMEOUT_S) -> None:
+    """Wait until ``process`` accepts connections on ``port``; raise with its log's end if it exits or times out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"flower-superlink exited with status {process.returncode}:\n{tail(log)}")
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            if probe.connect_ex((LOOPBACK, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"flower-superlink did not listen on {LOOPBACK}:{port} within {timeout_s:g} s:\n{tail(log)}")
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """Return the last ``lines`` lines of a log file ("" when there is none)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

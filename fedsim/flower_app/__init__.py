@@ -1,0 +1,1 @@
+"""fedsim's Flower app folder, for `flwr run` (see pyproject.toml)."""
