@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from fedsim.engines.flower.processes import descendants
+from fedsim.processes import descendants
 
 HERE = Path(__file__).resolve().parent
 JOBS = {

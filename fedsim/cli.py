@@ -156,17 +156,21 @@ def command_ddp(args) -> None:
         print(get_strategy(config.strategy).describe(config), flush=True)
     result = run(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
     if leader:
-        from .compare import comparison_table
+        report(config, result, args.out)
 
-        print()
-        print(comparison_table({config.strategy: result}))
-        print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
+
+def report(config, result, out) -> None:
+    """Print a finished run's one-line table and where its folder is."""
+    from .compare import comparison_table
+
+    print()
+    print(comparison_table({config.strategy: result}))
+    print(f"\nresults in {out}/ (as `fedsim run` writes them)")
 
 
 def command_flower_simulate(args) -> None:
     """Run FedAvg as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .compare import comparison_table
     from .engines.flower import check_flower_config, simulate
     from .results import RunFolder
     from .strategies import get_strategy
@@ -177,9 +181,7 @@ def command_flower_simulate(args) -> None:
     prepare(config)
     print(get_strategy(config.strategy).describe(config), flush=True)
     result = simulate(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
-    print()
-    print(comparison_table({config.strategy: result}))
-    print(f"\nresults in {args.out}/ (as `fedsim run` writes them)")
+    report(config, result, args.out)
 
 
 def command_flower_deploy(args) -> None:

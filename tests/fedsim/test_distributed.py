@@ -19,6 +19,7 @@ import torch
 from fedsim.config import RunConfig
 from fedsim.engines.distributed.launch import free_port, rank_environment, stop
 from fedsim.engines.inprocess import run
+from fedsim.processes import descendants
 from fedsim.results import read_rows
 
 from .ddp_cases import sync_batchnorm_inputs
@@ -329,24 +330,6 @@ def wait_for_rank(root: int, rank: int, timeout: float) -> int:
                 return pid
         time.sleep(0.2)
     raise AssertionError(f"no process with RANK={rank} started within {timeout} s")
-
-
-def descendants(root: int) -> list[int]:
-    """Return the pids of every process below ``root`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, stack = [], [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_script.py"

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ...processes import stop_all
 from ..distributed.launch import LOOPBACK, free_port
 from .app_files import APP_FOLDER, run_config_toml
 from .certificates import Certificates
-from .processes import stop_all
 
 #: Seconds the SuperLink has to start listening.
 START_TIMEOUT_S = 60.0

@@ -1,4 +1,4 @@
-"""Processes started for a federation, stopped with everything they started, by PID."""
+"""Processes started together (a federation), stopped with everything they started, by PID."""
 
 from __future__ import annotations
 
