@@ -61,11 +61,12 @@ def flags(settings: dict) -> list[str]:
 
 
 @pytest.mark.slow
-def test_flower_simulation_equals_in_process_and_writes_the_same_folder(tmp_path):
+def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
     config = RunConfig(**FEDAVG)
-    flower = simulate(config, tmp_path / "flower")
+    simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
+    flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")
     torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
     flower_rows, expected_rows = (read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess"))
@@ -105,7 +106,7 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
     out = tmp_path / "flower"
     launcher = subprocess.Popen([sys.executable, "-m", "fedsim", "flower", "deploy", "--tls", str(tmp_path / "certs"),
-                                 *flags(DEPLOYED), "--timeout", "20", "--quiet", "--out", str(out)],
+                                 *flags(DEPLOYED), "--timeout", "30", "--quiet", "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180

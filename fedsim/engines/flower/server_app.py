@@ -7,7 +7,9 @@ recorder, checkpoints and resume included.
 
 from __future__ import annotations
 
+import threading
 import time
+from pathlib import Path
 
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
@@ -15,6 +17,7 @@ from flwr.serverapp import Grid, ServerApp
 from ...build import RunSetup
 from ...client import evaluate
 from ...config import RunConfig
+from ...interrupts import RunInterrupted
 from ...recorder import Recorder
 from ...results import RunFolder
 from ..inprocess.fedavg import FedAvgRounds
@@ -48,6 +51,9 @@ class FederatedServer:
                  timeout_s: float = DEFAULT_TIMEOUT_S):
         self.config, self.out, self.resume, self.quiet, self.timeout_s = config, out, resume, quiet, timeout_s
         self.result: RunResult | None = None
+        self.recorder: Recorder | None = None
+        # set by Ctrl-C where the server runs in a thread (the simulation): it stops before the next round
+        self.stop_requested = threading.Event()
         self.lost: dict[int, list[int]] = {}
         self.app = ServerApp()
         self.app.main()(self.main)
@@ -66,6 +72,7 @@ class FederatedServer:
         nodes = find_partitions(grid, config, self.timeout_s)
         recorder = Recorder(config, setup.partition, self.out, multilabel=setup.task.multilabel, resume=self.resume,
                             quiet=self.quiet)
+        self.recorder = recorder
         restored = recorder.start()
         if restored is not None:
             for tensor, saved in zip(rounds.global_state, restored.global_state):
@@ -73,7 +80,8 @@ class FederatedServer:
             rounds.load_state_dict(restored.engine_state)
         names = state_names(setup.model)
         strategy = SeededFedAvg(rounds, names, nodes, recorder,
-                                lambda: evaluate(setup.model, rounds.global_state, setup.data, task=setup.task))
+                                lambda: evaluate(setup.model, rounds.global_state, setup.data, task=setup.task),
+                                stop_requested=self.stop_requested)
         with recorder.interruptible():
             strategy.start(grid, to_record(names, rounds.global_state), num_rounds=len(recorder.pending_rounds()),
                            timeout=self.timeout_s, evaluate_fn=strategy.record_round)
@@ -83,6 +91,15 @@ class FederatedServer:
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
         summary = recorder.finish(rounds.global_state, extra={"lost_clients": lost})
         self.result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+
+
+def interruption(server: FederatedServer, config: RunConfig) -> RunInterrupted:
+    """Return what Ctrl-C stopped: the rounds ``server`` recorded and the checkpoint that holds them."""
+    recorder = server.recorder
+    if recorder is None:
+        return RunInterrupted(0, config.rounds, None, None if server.out is None else Path(server.out))
+    folder = recorder.folder.path if recorder.folder is not None else None
+    return RunInterrupted(recorder.progress.round, config.rounds, recorder.checkpoint_round, folder)
 
 
 def check_flower_config(config: RunConfig) -> None:

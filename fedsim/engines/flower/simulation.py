@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import tempfile
 import warnings
 
 from ...config import RunConfig
 from ..inprocess.loop import RunResult
 from .client_app import client_app
-from .server_app import DEFAULT_TIMEOUT_S, FederatedServer
+from .server_app import DEFAULT_TIMEOUT_S, FederatedServer, interruption
 
 
 def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool = True,
@@ -48,11 +49,25 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
         with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(logging.WARNING if quiet else logging.INFO):
             warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's, and Ray's notices
             warnings.simplefilter("ignore", FutureWarning)
-            run_simulation(server_app=server.app, client_app=client_app(), num_supernodes=config.num_partitions,
-                           backend_config=backend, verbose_logging=False)
+            # Ctrl-C does not reach the server, which runs in Flower's thread: it asks the server to
+            # stop before its next round, which ends the run with RunInterrupted (a second one stops at once)
+            previous = signal.signal(signal.SIGINT, lambda *_: _request_stop(server))
+            try:
+                run_simulation(server_app=server.app, client_app=client_app(), num_supernodes=config.num_partitions,
+                               backend_config=backend, verbose_logging=False)
+            except KeyboardInterrupt:
+                raise interruption(server, config) from None
+            finally:
+                signal.signal(signal.SIGINT, previous)
     if server.result is None:
         raise RuntimeError("the Flower simulation ended without running the server; see its log above")
     return server.result
+
+
+def _request_stop(server: FederatedServer) -> None:
+    if server.stop_requested.is_set():
+        raise KeyboardInterrupt
+    server.stop_requested.set()
 
 
 class _one_thread_per_actor:

@@ -43,13 +43,15 @@ class SeededFedAvg(FedAvg):
         Started; the run goes on from its ``progress.round``.
     evaluate : callable
         Returns the global model's test metrics.
+    stop_requested : threading.Event, optional
+        When set, the next round does not start: the run stops as after Ctrl-C (`RunInterrupted`).
     """
 
-    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate):
+    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate, stop_requested=None):
         super().__init__(fraction_train=rounds.config.fraction, fraction_evaluate=0.0, min_available_nodes=0,
                          min_train_nodes=0)
         self.rounds, self.names, self.nodes = rounds, names, nodes
-        self.recorder, self.evaluate = recorder, evaluate
+        self.recorder, self.evaluate, self.stop_requested = recorder, evaluate, stop_requested
         self.first_round = recorder.progress.round
         self.lost: dict[int, list[int]] = {}  # round -> the partitions whose client did not reply
         self._sampled: list[int] = []  # the round's clients, and those of them whose node was online
@@ -64,6 +66,8 @@ class SeededFedAvg(FedAvg):
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> list[Message]:
         """Send the global model to the clients fedsim's seeded sampler picks for this round."""
+        if self.stop_requested is not None and self.stop_requested.is_set():
+            raise KeyboardInterrupt  # the recorder turns it into RunInterrupted, naming what is saved
         self._started = time.perf_counter()
         round_index = self.round_index(server_round)
         self.recorder.schedule_round(round_index)
