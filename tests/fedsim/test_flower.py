@@ -184,3 +184,16 @@ def test_a_node_whose_partition_does_not_fit_the_run_is_refused(node_config, mes
     with pytest.raises(ValueError, match=message):
         worker.partition_id(node_config)
     assert worker.partition_id({"partition-id": 3, "num-partitions": 4}) == 3
+
+
+def test_the_app_folder_lists_every_setting_at_its_default_for_flwr_run():
+    """``flwr run --run-config`` may set only the keys the app's pyproject lists: every field must be there."""
+    import tomllib
+
+    from fedsim.engines.flower.app_files import APP_FOLDER, default_entries
+
+    project = tomllib.loads((APP_FOLDER / "pyproject.toml").read_text())
+    assert project["tool"]["flwr"]["app"]["config"] == default_entries()
+    assert project["tool"]["flwr"]["app"]["components"] == {"serverapp": "fedsim_server:app",
+                                                            "clientapp": "fedsim_client:app"}
+    assert {"name", "version"} <= set(project["project"]) and project["tool"]["flwr"]["app"]["publisher"]
