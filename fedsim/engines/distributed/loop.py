@@ -61,7 +61,11 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
         state = rounds.global_state if local_training else None
         evaluation = (lambda: evaluate(model, state, data, task=task)) if ranks.leader else (lambda: None)
         summary = drive(recorder, rounds, evaluation)
-        return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+        result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+        # no rank tears its gloo connections down while another still uses them (rank 0 writes the
+        # summary last): a peer's closed pair can abort the other rank as it exits
+        dist.barrier()
+        return result
     finally:
         if owns_group:
             dist.destroy_process_group()
