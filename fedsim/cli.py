@@ -1,6 +1,7 @@
 """The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``flower``, ``partition``, ``datasets``, ``models``.
 
-Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`).
+Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`); the
+commands that start processes, ``ddp`` and ``flower``, are in `fedsim.cli_launch`.
 Precedence: the field's default, then the TOML file, then flags given on the command line.
 
 Every setting is checked, the data loaded, the partition made, the model built and the outputs
@@ -21,23 +22,12 @@ import warnings
 from pathlib import Path
 
 from . import __version__
-from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, flag_message
+from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, flag_message
 from .comparison_configs import comparison_configs
 from .config import RunConfig, merge_settings
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
 INTERRUPTED = 130
-
-
-class RanksInterrupted(Exception):
-    """Ctrl-C stopped the ranks ``fedsim ddp --nproc`` started (`recorder.RunInterrupted` of the launcher).
-
-    ``checkpoint_round`` is ``None`` when no checkpoint was written, so no resume is advised.
-    """
-
-    def __init__(self, saved: bool):
-        self.checkpoint_round = 0 if saved else None
-        super().__init__("interrupted" + ("" if saved else "; no checkpoint was written yet"))
 
 
 def settings_from_args(args) -> tuple[dict, str]:
@@ -121,44 +111,6 @@ def command_compare(args) -> None:
           f"rows: {args.out}/metrics.csv   summary: {args.out}/summary.json")
 
 
-def command_ddp(args) -> None:
-    """Run one strategy on real DDP: as a rank under torchrun, or start torchrun with ``--nproc`` ranks."""
-    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.distributed import launch, run, under_torchrun
-    from .engines.distributed.launch import MAX_TIMEOUT_S, check_world_size
-    from .results import RunFolder
-
-    if not 0 < args.timeout <= MAX_TIMEOUT_S:  # also refuses nan and inf
-        raise ValueError(f"`--timeout` must be a number of seconds in (0, {MAX_TIMEOUT_S}], got {args.timeout}")
-    if not under_torchrun():
-        if args.nproc is None:
-            raise ValueError("`--nproc` is needed outside torchrun: give the number of processes (e.g. --nproc 2), "
-                             "or start the ranks with torchrun --nproc_per_node=N -m fedsim ddp ...")
-        check_world_size(config, args.nproc)
-        RunFolder(args.out).check(resume=args.resume, config=config)
-        prepare(config)  # every setting fails here, in one line, rather than once per rank
-        status = launch(args.nproc, rank_arguments(args.argv))
-        if status == INTERRUPTED:
-            saved = (Path(args.out) / "checkpoint.pt").exists()
-            raise RanksInterrupted(saved)
-        if status != 0:
-            raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
-                               "names it); --resume continues from the last checkpoint")
-        return
-    world_size, leader = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]) == 0
-    if args.nproc is not None and args.nproc != world_size:
-        raise ValueError(f"`--nproc` {args.nproc} differs from torchrun's world size {world_size}; leave it out "
-                         "under torchrun")
-    check_world_size(config, world_size)
-    if leader:
-        from .strategies import get_strategy
-
-        print(get_strategy(config.strategy).describe(config), flush=True)
-    result = run(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
-    if leader:
-        report(config, result, args.out)
-
-
 def report(config, result, out) -> None:
     """Print a finished run's one-line table and where its folder is."""
     from .compare import comparison_table
@@ -166,94 +118,6 @@ def report(config, result, out) -> None:
     print()
     print(comparison_table({config.strategy: result}))
     print(f"\nresults in {out}/ (as `fedsim run` writes them)")
-
-
-def command_flower_simulate(args) -> None:
-    """Run FedAvg as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
-    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.flower import check_flower_config, simulate
-    from .results import RunFolder
-    from .strategies import get_strategy
-
-    check_flower_config(config)
-    check_timeout(args.timeout)
-    RunFolder(args.out).check(resume=args.resume, config=config)
-    prepare(config)
-    print(get_strategy(config.strategy).describe(config), flush=True)
-    result = simulate(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
-    report(config, result, args.out)
-
-
-def command_flower_deploy(args) -> None:
-    """Run FedAvg as a Flower app on a real SuperLink and one SuperNode per partition, all on 127.0.0.1."""
-    config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.flower import check_flower_config
-    from .engines.flower.certificates import Certificates
-    from .engines.flower.deploy import LocalFederation, check_port_free
-    from .engines.flower.records import to_run_config
-    from .results import RunFolder, read_rows
-    from .strategies import get_strategy
-
-    check_flower_config(config)
-    check_timeout(args.timeout)
-    supernodes = config.num_partitions if args.num_supernodes is None else args.num_supernodes
-    if supernodes != config.num_partitions:
-        raise ValueError(f"`--num-supernodes` {supernodes} must equal `--num-partitions` {config.num_partitions}: "
-                         "each SuperNode serves one partition")
-    if args.superlink_port is not None:
-        check_port_free(args.superlink_port, "--superlink-port")
-    certificates = Certificates.in_folder(args.tls) if args.tls else None
-    out = Path(args.out).resolve()  # the ServerApp runs in another process and folder
-    RunFolder(out).check(resume=args.resume, config=config)
-    prepare(config)
-    print(get_strategy(config.strategy).describe(config), flush=True)
-    entries = {**to_run_config(config), "out": str(out), "resume": args.resume, "timeout": args.timeout}
-    try:
-        with LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates) as federation:
-            print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes; flwr run:", flush=True)
-            log = open(os.devnull, "w") if args.quiet else None  # noqa: SIM115 (closed with the process)
-            status = federation.run(entries, stream=log)
-    except KeyboardInterrupt:
-        raise RanksInterrupted((out / "checkpoint.pt").exists()) from None
-    finished = (out / "summary.json").exists() and len(read_rows(out / "metrics.csv")) == config.rounds
-    if status != 0 or not finished:
-        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); its log above says "
-                           "why; --resume continues from the last checkpoint")
-    print(f"\nresults in {out}/ (as `fedsim run` writes them)")
-
-
-def command_flower_certs(args) -> None:
-    """Write a certificate authority and a server certificate for `fedsim flower deploy --tls`."""
-    from .engines.flower.certificates import write_certificates
-
-    certificates = write_certificates(args.folder, args.host, days=args.days, force=args.force)
-    print(f"wrote {certificates.ca}, {certificates.certificate} and {certificates.key} (keep the key private); "
-          f"use: fedsim flower deploy --tls {args.folder} ...")
-
-
-def check_timeout(seconds: float) -> None:
-    """Refuse a ``--timeout`` outside (0, one week]."""
-    if not 0 < seconds <= 7 * 24 * 3600:  # also refuses nan and inf
-        raise ValueError(f"`--timeout` must be a number of seconds in (0, 604800], got {seconds}")
-
-
-def rank_arguments(argv: list[str]) -> list[str]:
-    """Return ``fedsim ddp``'s arguments for the ranks: the same, less ``--nproc``.
-
-    Examples
-    --------
-    >>> rank_arguments(["ddp", "--nproc", "2", "--out", "r", "--nproc=2"])
-    ['--out', 'r']
-    """
-    words = list(argv[argv.index("ddp") + 1 :])
-    kept = []
-    while words:
-        word = words.pop(0)
-        if word == "--nproc":
-            words.pop(0)
-        elif not word.startswith("--nproc="):
-            kept.append(word)
-    return kept
 
 
 def command_partition(args) -> None:
@@ -312,60 +176,21 @@ def command_models(args) -> None:
     print("\n".join(list_models()))
 
 
-def _add_training_command(commands, name, help_text, handler, hidden=()):
-    parser = commands.add_parser(name, help=help_text)
-    parser.add_argument("--config", help="TOML file of settings; its keys are the flags' names, and flags given "
-                        "here override its values (default: none)")
-    parser.add_argument("--out", required=True, help="results folder: new or empty, or a run to --resume (required)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_config_flags(parser, hidden=hidden)
-    parser.set_defaults(handler=handler)
-    return parser
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``fedsim`` argument parser."""
+    from .cli_launch import add_launch_commands
+
     parser = OneLineParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
     parser.add_argument("--version", action="version", version=f"fedsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    _add_training_command(commands, "run", "train one strategy", command_run)
-    compare = _add_training_command(commands, "compare", "compare strategies on one partition", command_compare,
+    add_training_command(commands, "run", "train one strategy", command_run)
+    compare = add_training_command(commands, "compare", "compare strategies on one partition", command_compare,
                                     hidden=("strategy",))  # --strategies names them; --strategy gets its own error
     compare.add_argument("--strategies", default="allreduce,reweighted,fedavg",
                          help="comma-separated strategies, each run on the same partition and initial model "
                               "(default allreduce,reweighted,fedavg)")
 
-    ddp = _add_training_command(commands, "ddp", "train one strategy on real DDP, one process per rank",
-                                command_ddp)
-    ddp.add_argument("--nproc", type=int, default=None, help="start torchrun with this many processes on "
-                     "127.0.0.1 (leave out when torchrun starts fedsim ddp itself)")
-    ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
-                     "collective before it fails (default 600)")
-
-    flower = commands.add_parser("flower", help="run FedAvg as a Flower app: simulate, deploy, certs")
-    flower_commands = flower.add_subparsers(dest="flower_command", required=True, parser_class=OneLineParser)
-    simulate = _add_training_command(flower_commands, "simulate", "run on Flower's simulation engine (Ray), one "
-                                     "virtual SuperNode per partition", command_flower_simulate)
-    deploy = _add_training_command(flower_commands, "deploy", "run on a real SuperLink and one SuperNode per "
-                                   "partition, all on 127.0.0.1", command_flower_deploy)
-    deploy.add_argument("--num-supernodes", type=int, default=None, help="SuperNodes to start, one per partition "
-                        "(default: --num-partitions)")
-    deploy.add_argument("--superlink-port", type=int, default=None, help="the SuperLink's port on 127.0.0.1 "
-                        "(default: a free one)")
-    deploy.add_argument("--tls", default=None, help="serve TLS with the certificates `fedsim flower certs` wrote "
-                        "to this folder (default: plain connections on the loopback interface)")
-    for command in (simulate, deploy):
-        command.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
-                             "and for a round's replies (default 600)")
-    certs = flower_commands.add_parser("certs", help="write a certificate authority and a server certificate "
-                                       "for --tls")
-    certs.add_argument("folder", help="where to write ca.crt, server.pem and server.key")
-    certs.add_argument("--host", action="append", default=[], help="a name or address the SuperLink is reached "
-                       "by, beside 127.0.0.1 and localhost (repeat for several)")
-    certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
-    certs.add_argument("--force", action="store_true", help="replace certificates already in the folder")
-    certs.set_defaults(handler=command_flower_certs)
+    add_launch_commands(commands)
 
     partition = commands.add_parser("partition", help="partition a dataset and print its heterogeneity")
     add_config_flags(partition, PARTITION_FIELDS)
@@ -385,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Run the command line; bad input ends with one error line, naming the flag at fault, and exit status 2."""
+    from .cli_launch import LaunchInterrupted
     from .interrupts import RunInterrupted
 
     parser = build_parser()
@@ -410,7 +236,7 @@ def main(argv=None) -> int:
         parser.exit(2, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
     except (RuntimeError, OSError) as error:
         parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
-    except (RunInterrupted, RanksInterrupted) as stop:
+    except (RunInterrupted, LaunchInterrupted) as stop:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn the one line into a traceback
         # a rank's own command line is not the user's: the launcher, or the user's torchrun line, resumes
         advice = "" if rank is not None else resume_advice(stop, argv)

@@ -231,3 +231,16 @@ class DatasetOption(argparse.Action):
         options = dict(getattr(namespace, self.dest, None) or {})
         options[key.replace("-", "_")] = parsed
         setattr(namespace, self.dest, options)
+
+
+def add_training_command(commands, name: str, help_text: str, handler, hidden=()) -> argparse.ArgumentParser:
+    """Add a command that trains (run, compare, ddp, flower simulate/deploy): the config flags, --out, --resume."""
+    parser = commands.add_parser(name, help=help_text)
+    parser.add_argument("--config", help="TOML file of settings; its keys are the flags' names, and flags given "
+                        "here override its values (default: none)")
+    parser.add_argument("--out", required=True, help="results folder: new or empty, or a run to --resume (required)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_config_flags(parser, hidden=hidden)
+    parser.set_defaults(handler=handler)
+    return parser

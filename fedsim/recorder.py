@@ -39,11 +39,11 @@ class RoundStats:
         """Mean training loss per sample forwarded this round."""
         return self.loss_sum / max(self.samples, 1)
 
-    def add_client(self, update) -> None:
-        """Count one client's local training (a `fedsim.client.ClientUpdate`)."""
-        self.samples += update.samples_processed
-        self.loss_sum += update.loss_sum
-        self.steps += update.num_steps
+    def add_client(self, samples: int, loss_sum: float, steps: int) -> None:
+        """Count one client's local training: samples forwarded, their summed loss, optimizer steps."""
+        self.samples += samples
+        self.loss_sum += loss_sum
+        self.steps += steps
 
     def count_step(self, batch_sizes, param_bytes: int, buffer_bytes: int) -> None:
         """Count one allreduce or reweighted step: its samples, each active rank's gradient up and model down."""

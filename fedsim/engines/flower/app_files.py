@@ -32,8 +32,8 @@ def toml_value(value) -> str:
     return json.dumps(str(value))  # a JSON string is a TOML basic string
 
 
-def run_config_toml(entries: dict) -> str:
-    """Return run-config ``entries`` as the lines of a TOML table body."""
+def toml_entries(entries: dict) -> str:
+    """Return ``entries`` (scalars) as the `key = value` lines of a TOML table body."""
     return "".join(f"{name} = {toml_value(value)}\n" for name, value in entries.items())
 
 

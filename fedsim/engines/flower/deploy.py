@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ...processes import stop_all
 from ..distributed.launch import LOOPBACK, free_port
-from .app_files import APP_FOLDER, run_config_toml
+from .app_files import APP_FOLDER, toml_entries
 from .certificates import Certificates
 
 #: Seconds the SuperLink has to start listening.
@@ -94,7 +94,8 @@ class LocalFederation:
         check_port_free(port, "--superlink-port")
         self.superlink_port = port
         security = (["--insecure"] if self.certificates is None else
-                    ["--ssl-ca-certfile", str(self.certificates.ca), "--ssl-certfile", str(self.certificates.certificate),
+                    ["--ssl-ca-certfile", str(self.certificates.ca),
+                     "--ssl-certfile", str(self.certificates.certificate),
                      "--ssl-keyfile", str(self.certificates.key)])
         superlink = self._spawn("superlink", ["flower-superlink", *security, "--host", LOOPBACK, "--port", str(port),
                                               "--disable-runtime-dependency-installation"])
@@ -111,14 +112,15 @@ class LocalFederation:
     def run(self, entries: dict, *, stream=None) -> int:
         """Submit fedsim's app with run-config ``entries`` and stream its log; return ``flwr run``'s exit status.
 
-        ``stream`` receives the log (default: this process's standard output).
+        ``stream`` receives the log (a file, or ``subprocess.DEVNULL``; default: this process's standard output).
         """
-        connection = f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\naddress = "{LOOPBACK}:{self.superlink_port}"\n'
-        connection += ("insecure = true\n" if self.certificates is None
-                       else f"root-certificates = {str(self.certificates.ca)!r}\n".replace("'", '"'))
-        (self.home / "config.toml").write_text(connection)
+        security = ({"insecure": True} if self.certificates is None
+                    else {"root-certificates": str(self.certificates.ca)})
+        connection = {"address": f"{LOOPBACK}:{self.superlink_port}", **security}
+        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+                                               + toml_entries(connection))
         settings = self.home / "settings.toml"
-        settings.write_text(run_config_toml(entries))
+        settings.write_text(toml_entries(entries))
         command = ["flwr", "run", str(APP_FOLDER), CONNECTION, "--stream", "--run-config", str(settings)]
         process = self._spawn("flwr-run", command, output=stream if stream is not None else sys.stdout)
         return process.wait()

@@ -54,7 +54,6 @@ class FederatedServer:
         self.recorder: Recorder | None = None
         # set by Ctrl-C where the server runs in a thread (the simulation): it stops before the next round
         self.stop_requested = threading.Event()
-        self.lost: dict[int, list[int]] = {}
         self.app = ServerApp()
         self.app.main()(self.main)
 
@@ -85,7 +84,6 @@ class FederatedServer:
         with recorder.interruptible():
             strategy.start(grid, to_record(names, rounds.global_state), num_rounds=len(recorder.pending_rounds()),
                            timeout=self.timeout_s, evaluate_fn=strategy.record_round)
-        self.lost = strategy.lost
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
         # or a client that raised; the round went on with the others
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
@@ -136,7 +134,8 @@ def find_partitions(grid: Grid, config: RunConfig, timeout_s: float) -> dict[int
                     raise RuntimeError(f"SuperNode {node} cannot serve this run: {reply.error.reason}")
                 partition = int(reply.content["node"]["partition-id"])
                 if partition in nodes:
-                    raise RuntimeError(f"SuperNodes {nodes[partition]} and {node} both claim `partition-id`={partition}")
+                    raise RuntimeError(f"SuperNodes {nodes[partition]} and {node} both claim "
+                                       f"`partition-id`={partition}")
                 nodes[partition] = node
         if time.monotonic() > deadline:
             missing = sorted(set(range(num_partitions)) - set(nodes))

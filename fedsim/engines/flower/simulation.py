@@ -1,7 +1,8 @@
-"""``fedsim flower simulate``: the Flower app on Flower's simulation engine (Ray), one virtual SuperNode per partition."""
+"""``fedsim flower simulate``: the Flower app on Flower's simulation engine (Ray), a virtual SuperNode per partition."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -46,7 +47,8 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
             "init_args": {"num_cpus": num_cpus, "_temp_dir": ray_folder, "logging_level": logging.ERROR,
                           "log_to_driver": not quiet},
         }
-        with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(logging.WARNING if quiet else logging.INFO):
+        log_level = logging.WARNING if quiet else logging.INFO
+        with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(log_level):
             warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's, and Ray's notices
             warnings.simplefilter("ignore", FutureWarning)
             # Ctrl-C does not reach the server, which runs in Flower's thread: it asks the server to
@@ -70,33 +72,30 @@ def _request_stop(server: FederatedServer) -> None:
     server.stop_requested.set()
 
 
-class _one_thread_per_actor:
+@contextlib.contextmanager
+def _one_thread_per_actor():
     """Set ``OMP_NUM_THREADS=1`` while Ray starts its actors (they inherit it), then restore it.
 
     Several processes each running torch with every core's threads slow each other many times over.
     """
-
-    def __enter__(self):
-        self._saved = os.environ.get("OMP_NUM_THREADS")
-        os.environ["OMP_NUM_THREADS"] = "1"
-
-    def __exit__(self, *exc):
-        if self._saved is None:
+    saved = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
             os.environ.pop("OMP_NUM_THREADS", None)
         else:
-            os.environ["OMP_NUM_THREADS"] = self._saved
+            os.environ["OMP_NUM_THREADS"] = saved
 
 
-class _flower_log:
+@contextlib.contextmanager
+def _flower_log(level: int):
     """Set the level of Flower's logger for the block, then restore it."""
-
-    def __init__(self, level: int):
-        self.level = level
-
-    def __enter__(self):
-        self._logger = logging.getLogger("flwr")
-        self._saved = self._logger.level
-        self._logger.setLevel(self.level)
-
-    def __exit__(self, *exc):
-        self._logger.setLevel(self._saved)
+    logger = logging.getLogger("flwr")
+    saved = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(saved)

@@ -99,9 +99,7 @@ class SeededFedAvg(FedAvg):
             content = by_client[client].content
             accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), float(weight))
             counts = content["metrics"]
-            stats.samples += int(counts["samples"])
-            stats.loss_sum += float(counts["loss-sum"])
-            stats.steps += int(counts["steps"])
+            stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]))
         rounds.step_server(mean_state, stats, len(clients))
         stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})

@@ -62,7 +62,8 @@ class FedAvgRounds:
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
         trained = state_tensors(self.model)
         for client, weight in self.served(list(zip(clients, weights))):
-            stats.add_client(self.train_client(client, round_index))
+            update = self.train_client(client, round_index)
+            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps)
             accumulate(mean_delta, trained, weight)
         self.combine(mean_delta, stats)
         self.step_server(mean_delta, stats, len(clients))
