@@ -79,8 +79,8 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
     assert wait_until_gone(ray_processes) == []
 
 
-# 3 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed
-DEPLOYED = {**FEDAVG, "num_partitions": 3, "fraction": 1.0, "rounds": 3}
+# 2 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed
+DEPLOYED = {**FEDAVG, "num_partitions": 2, "fraction": 1.0, "rounds": 2}
 
 
 def without_client(lost: int, from_round: int):
@@ -96,11 +96,11 @@ def without_client(lost: int, from_round: int):
 
 @pytest.mark.slow
 def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch):
-    """A SuperLink and 3 SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
+    """A SuperLink and 2 SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
 
-    Rounds 2 and 3 go on with clients 0 and 2 (the server waits `--timeout` seconds for the lost
-    node's reply, or skips it once the SuperLink has marked it offline), and the run ends with
-    the parameters of in-process FedAvg whose rounds 2 and 3 sample clients 0 and 2 alone.
+    Round 2 goes on with client 0 (the server waits `--timeout` seconds for the lost node's reply,
+    or skips it once the SuperLink has marked it offline), and the run ends with the parameters
+    of in-process FedAvg whose round 2 samples client 0 alone.
     """
     assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
     out = tmp_path / "flower"
@@ -112,7 +112,7 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
         while not ((out / "metrics.csv").exists() and len(read_rows(out / "metrics.csv")) >= 1):
             assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate()
             time.sleep(0.2)
-        [node] = [line for line in processes_named(["flower-supernode"]) if "partition-id=1 num-partitions=3" in line]
+        [node] = [line for line in processes_named(["flower-supernode"]) if "partition-id=1 num-partitions=2" in line]
         os.kill(int(node.split()[0]), signal.SIGKILL)
         stdout, stderr = launcher.communicate(timeout=300)
     finally:
@@ -122,13 +122,13 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
     summary = json.loads((out / "summary.json").read_text())["fedavg"]
-    assert summary["lost_clients"] == {"2": [1], "3": [1]}
+    assert summary["lost_clients"] == {"2": [1]}
     monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(1, from_round=1))
     expected = run(RunConfig(**DEPLOYED), tmp_path / "inprocess")
     deployed = torch.load(out / "model.pt")["state"]
     torch.testing.assert_close(deployed, expected.global_state, **EXACT)
     rows = [read_rows(folder / "metrics.csv") for folder in (out, tmp_path / "inprocess")]
-    for row in (*rows[0], *rows[1]):  # the lost node was sent the model in round 2, maybe in round 3
+    for row in (*rows[0], *rows[1]):  # the lost node was sent the model in round 2
         for column in ("wall_s", "bytes_down", "bytes_communicated"):
             row.pop(column)
     assert rows[0] == rows[1]
