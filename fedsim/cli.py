@@ -95,16 +95,17 @@ def command_compare(args) -> None:
     settings, source = settings_from_args(args)
     names = [name.strip() for name in args.strategies.split(",") if name.strip()]
     configs = comparison_configs(settings, names, source=source)  # before importing torch
-    from .compare import check_comparison, compare, comparison_table
+    from .compare import check_comparison, check_engine, compare, comparison_table
     from .strategies import get_strategy
 
+    check_engine(args.engine, configs)
     check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, resume=args.resume)
     shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
     data, partition = prepare(shared)
     for config in configs.values():
         print(get_strategy(config.strategy).describe(config))
     results = compare(shared, names, args.out, resume=args.resume, quiet=args.quiet, configs=configs, data=data,
-                      partition=partition)
+                      partition=partition, engine=args.engine)
     print()
     print(comparison_table(results))
     print(f"\ntable: {args.out}/comparison.txt   curves: {args.out}/learning_curves.png   "
@@ -189,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--strategies", default="allreduce,reweighted,fedavg",
                          help="comma-separated strategies, each run on the same partition and initial model "
                               "(default allreduce,reweighted,fedavg)")
+    compare.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess",
+                         help="run the strategies in this process (default), or as a Flower app on Flower's "
+                              "simulation engine, one virtual SuperNode per partition")
 
     add_launch_commands(commands)
 

@@ -86,7 +86,7 @@ def rank_arguments(argv: list[str]) -> list[str]:
 
 
 def command_flower_simulate(args) -> None:
-    """Run FedAvg as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
+    """Run one strategy as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.flower import check_flower_config, simulate
     from .results import RunFolder
@@ -102,7 +102,7 @@ def command_flower_simulate(args) -> None:
 
 
 def command_flower_deploy(args) -> None:
-    """Run FedAvg as a Flower app on a real SuperLink and one SuperNode per partition, all on 127.0.0.1."""
+    """Run one strategy as a Flower app on a real SuperLink and one SuperNode per partition, all on 127.0.0.1."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.flower import check_flower_config
     from .engines.flower.certificates import Certificates
@@ -162,7 +162,7 @@ def add_launch_commands(commands) -> None:
     ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
                      "collective before it fails (default 600)")
 
-    flower = commands.add_parser("flower", help="run FedAvg as a Flower app: simulate, deploy, certs")
+    flower = commands.add_parser("flower", help="run a strategy as a Flower app: simulate, deploy, certs")
     flower_commands = flower.add_subparsers(dest="flower_command", required=True, parser_class=OneLineParser)
     simulate = add_training_command(flower_commands, "simulate", "run on Flower's simulation engine (Ray), one "
                                      "virtual SuperNode per partition", command_flower_simulate)

@@ -177,7 +177,8 @@ def client_update(
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 1000, split: str = "test") -> dict:
+def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 1000, split: str = "test",
+             indices=None) -> dict:
     """Return the task's metrics of ``state`` (or the model as is, if ``None``) on a split of ``data``.
 
     Parameters
@@ -189,6 +190,8 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 100
     task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
     batch_size : int, default 1000
     split : {"test", "train"}
+    indices : array_like of int, optional
+        Evaluate on these samples of the split only (a client's shard); all of them by default.
 
     Returns
     -------
@@ -201,6 +204,9 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 100
     if state is not None:
         set_state(model, state)
     images, labels = (data.test_images, data.test_labels) if split == "test" else (data.train_images, data.train_labels)
+    if indices is not None:
+        indices = torch.as_tensor(indices, dtype=torch.int64)
+        images, labels = images[indices], labels[indices]
     param = next(model.parameters())
     was_training = model.training
     model.eval()

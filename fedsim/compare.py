@@ -14,8 +14,12 @@ from .schedule import SampleGrid
 from .strategies import check_strategy_names, get_strategy
 
 
+#: Where `compare` runs the strategies: this process, or Flower's simulation engine.
+ENGINES = ("inprocess", "flower")
+
+
 def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True, configs: dict | None = None,
-            data=None, partition=None) -> dict:
+            data=None, partition=None, engine: str = "inprocess") -> dict:
     """Run each strategy in ``strategies`` under ``config`` and write the comparison to ``out``.
 
     Every strategy sees the same dataset, the same partition (made once from ``config``) and the
@@ -38,7 +42,11 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
         Strategy -> its own config, instead of deriving each from ``config``
         (`fedsim.comparison_configs.comparison_configs` builds them from command-line settings).
     data, partition : optional
-        Already-loaded data and already-made partition.
+        Already-loaded data and already-made partition (the in-process engine reuses them; a
+        Flower run makes its own, the same, from the config).
+    engine : {"inprocess", "flower"}, default "inprocess"
+        Run each strategy in this process, or as a Flower app on Flower's simulation engine
+        (`fedsim.engines.flower.simulate`), one virtual SuperNode per partition.
 
     Writes ``out/<strategy>/`` (a full run folder each), ``out/metrics.csv`` (all rows),
     ``out/summary.json`` (keyed by strategy), ``out/comparison.txt`` and ``out/learning_curves.png``.
@@ -50,6 +58,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """
     strategies = check_strategy_names(strategies)
     configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
+    run_strategy = engine_runner(engine, configs)
     folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
@@ -65,8 +74,8 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     for name, run_config in configs.items():
         # a resumed comparison starts afresh the strategies it had not reached
         started = RunFolder(out / name).holds_run()
-        results[name] = run(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
-                            partition=partition, grid=grid)
+        results[name] = run_strategy(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
+                                     partition=partition, grid=grid)
 
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
@@ -76,6 +85,30 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
                     title=run_title(config, partition))
     return results
+
+
+def check_engine(engine: str, configs: dict) -> None:
+    """Refuse an unknown ``engine``, or a strategy's config it does not run."""
+    if engine not in ENGINES:
+        raise ValueError(f"`engine`={engine!r} is not one of {', '.join(ENGINES)}")
+    if engine == "flower":
+        from .engines.flower import check_flower_config
+
+        for run_config in configs.values():
+            check_flower_config(run_config)
+
+
+def engine_runner(engine: str, configs: dict):
+    """Return the function that runs one strategy on ``engine`` (`fedsim.engines.inprocess.run`'s signature)."""
+    check_engine(engine, configs)
+    if engine == "inprocess":
+        return run
+    from .engines.flower import simulate
+
+    def run_on_flower(run_config, out, *, resume, quiet, data, partition, grid):
+        return simulate(run_config, out, resume=resume, quiet=quiet, grid=grid)  # it makes its own data and partition
+
+    return run_on_flower
 
 
 def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:

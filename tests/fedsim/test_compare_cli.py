@@ -126,6 +126,8 @@ def test_dynamic_flags_name_the_weights_flag(tmp_path):
         (["--strategies", ","], "`--strategies` is empty"),
         (["--strategies", "allreduce,fedsgd"], "unknown strategy 'fedsgd' in `--strategies`"),
         (["--strategies", "fedavg,fedavg"], "`--strategies` names 'fedavg' twice"),
+        (["--engine", "flower", "--amp"], "the Flower engine runs `--strategy`='allreduce' with `--amp` unset"),
+        (["--engine", "torchrun"], "argument --engine: invalid choice: 'torchrun' (choose from 'inprocess', 'flower')"),
     ],
 )
 def test_bad_compare_input_is_reported_before_any_output(tmp_path, args, message):

@@ -23,11 +23,11 @@ from fedsim.processes import descendants
 from fedsim.results import read_rows
 
 from .ddp_cases import sync_batchnorm_inputs
+from .numerics import EXACT, relative_distance
 
 pytestmark = [pytest.mark.slow]
 
 CASES = Path(__file__).with_name("ddp_cases.py")
-EXACT = {"rtol": 1e-10, "atol": 1e-10}
 BASE = {"dataset": "digits", "model": "mlp", "num_partitions": 2, "partition": "dirichlet", "alpha": 0.3, "rounds": 1,
         "batch_size": 10, "lr": 0.1, "dtype": "float64"}
 CNN = {"model": "cnn", "batch_size": 20}
@@ -86,11 +86,6 @@ def torchrun(args, *, nproc=2, timeout=300):
 def fedsim(*args, timeout=300):
     """Run the ``fedsim`` command line in a child process."""
     return run_and_stop([sys.executable, "-m", "fedsim", *args], timeout=timeout)
-
-
-def relative_distance(a, b):
-    return float(torch.linalg.vector_norm(torch.cat([(x - y).flatten() for x, y in zip(a, b)]))
-                 / torch.linalg.vector_norm(torch.cat([y.flatten() for y in b])))
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,11 @@ from fedsim.tasks import create_task
 from fedsim.training import training_batch
 from partitions import Partition, dirichlet, iid
 
+from .numerics import EXACT, relative_distance
+
 pytestmark = pytest.mark.numerics
 
 SMALL = {"model": "mlp", "rounds": 3, "lr": 0.1, "num_partitions": 10, "eval_every": 3, "dtype": "float64"}
-# float64 results of two arithmetically equal computations after a few steps: observed <= 1e-16
-EXACT = {"rtol": 1e-10, "atol": 1e-10}
 
 
 def final_state(mnist5k, partition, grid=None, **settings):
@@ -85,12 +85,6 @@ def test_fused_forward_equals_per_rank_loop(mnist5k, settings):
     fused = final_state(mnist5k, uneven, fused=True, **options)
     looped = final_state(mnist5k, uneven, fused=False, **options)
     torch.testing.assert_close(fused, looped, **EXACT)
-
-
-def relative_distance(first, second) -> float:
-    """Return ||first - second|| / ||second|| over all tensors together."""
-    difference = torch.sqrt(sum(((a.double() - b.double()) ** 2).sum() for a, b in zip(first, second, strict=True)))
-    return float(difference / torch.sqrt(sum((b.double() ** 2).sum() for b in second)))
 
 
 def test_float32_fused_forward_is_close_to_the_loop_as_a_whole(mnist5k):

@@ -15,6 +15,7 @@ import time
 import pytest
 import torch
 
+from fedsim.compare import compare
 from fedsim.config import RunConfig
 from fedsim.engines.flower.client_app import ClientWorker
 from fedsim.engines.flower.records import from_record, from_run_config, state_names, to_record, to_run_config
@@ -23,7 +24,8 @@ from fedsim.engines.inprocess.fedavg import FedAvgRounds
 from fedsim.models import create_model
 from fedsim.results import read_rows
 
-EXACT = {"rtol": 1e-10, "atol": 1e-10}
+from .numerics import EXACT, relative_distance
+
 FLOWER_PROCESSES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp",
                     "flwr run")
 # 4 clients of the 8x8 digits, half sampled per round by fedsim's seeded sampler, FedAvgM on the server
@@ -74,6 +76,52 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
     assert flower_rows == expected_rows
     assert (json.loads((tmp_path / "flower" / "config.json").read_text())
             == json.loads((tmp_path / "inprocess" / "config.json").read_text()))
+    assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
+        path.name for path in (tmp_path / "inprocess").iterdir())
+    assert wait_until_gone(ray_processes) == []
+
+
+# 3 ranks of the digits under Dir(0.5), one Flower round per gradient step
+GRADIENT = {"dataset": "digits", "num_partitions": 3, "partition": "dirichlet", "alpha": 0.5, "rounds": 2, "lr": 0.1}
+
+
+def rows_without(folder, columns) -> list[dict]:
+    rows = read_rows(folder / "metrics.csv")
+    for row in rows:
+        for column in columns:
+            row.pop(column)
+    return rows
+
+
+@pytest.mark.slow
+def test_reweighted_on_flower_resumed_equals_in_process_step_for_step(tmp_path):
+    """Dynamic weights over a cnn whose BatchNorm statistics are each rank's own, a dozen steps a round, resumed."""
+    from fedsim.engines.flower import simulate
+
+    config = RunConfig(**GRADIENT, strategy="reweighted", weights="dynamic", model="cnn", norm="batch",
+                       batch_size=50, dtype="float64")
+    simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed from the step it stopped at
+    flower = simulate(config, tmp_path / "flower", resume=True)
+    expected = run(config, tmp_path / "inprocess")
+    torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
+    # the clients also send their BatchNorm statistics up, which a DDP rank keeps
+    columns = ("wall_s", "bytes_up", "bytes_communicated", "train_loss")
+    assert rows_without(tmp_path / "flower", columns) == rows_without(tmp_path / "inprocess", columns)
+    losses = [[row["train_loss"] for row in read_rows(tmp_path / name / "metrics.csv")] for name in ("flower", "inprocess")]
+    assert losses[0] == pytest.approx(losses[1], rel=1e-12)
+    assert wait_until_gone(ray_processes) == []
+
+
+@pytest.mark.slow
+def test_compare_on_flower_runs_allreduce_as_fedsgd_equal_to_in_process_in_float32(tmp_path):
+    """Full-shard batches, one step a round: FedSGD. float32 agrees in norm (DESIGN "Numerics")."""
+    config = RunConfig(**{**GRADIENT, "strategy": "allreduce", "model": "mlp", "batch_size": 2000, "rounds": 3})
+    flower = compare(config, ["allreduce"], tmp_path / "flower", engine="flower")["allreduce"]
+    expected = compare(config, ["allreduce"], tmp_path / "inprocess")["allreduce"]
+    assert [row["samples_seen"] for row in flower.rows] == [1438, 2876, 4314]  # every sample once a round
+    assert relative_distance(flower.global_state, expected.global_state) < 1e-4
+    columns = ("wall_s", "train_loss", "test_loss", "test_accuracy")
+    assert rows_without(tmp_path / "flower", columns) == rows_without(tmp_path / "inprocess", columns)
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
         path.name for path in (tmp_path / "inprocess").iterdir())
     assert wait_until_gone(ray_processes) == []
@@ -141,7 +189,8 @@ def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_pa
         port = taken.getsockname()[1]
         cases = {
             ("--superlink-port", str(port)): f"`--superlink-port` {port} is in use on 127.0.0.1",
-            ("--strategy", "allreduce"): "the Flower engine runs `--strategy`='fedavg'",
+            ("--strategy", "allreduce", "--compression", "fp16"): "`--compression`='fp16' runs on `fedsim run`",
+            ("--strategy", "fedsgd"): "--strategy",
             ("--num-supernodes", "3"): "`--num-supernodes` 3 must equal `--num-partitions` 2",
             ("--tls", str(tmp_path)): f"`--tls` {tmp_path} lacks ca.crt, server.pem, server.key",
         }
@@ -184,6 +233,32 @@ def test_a_node_whose_partition_does_not_fit_the_run_is_refused(node_config, mes
     with pytest.raises(ValueError, match=message):
         worker.partition_id(node_config)
     assert worker.partition_id({"partition-id": 3, "num-partitions": 4}) == 3
+
+
+def test_the_evaluate_handler_scores_the_global_model_on_the_nodes_own_shard(monkeypatch):
+    from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedsim.client import evaluate
+    from fedsim.engines.flower.client_app import client_app, config_json
+
+    config = RunConfig(**FEDAVG)
+    worker = ClientWorker(config)
+    rounds = worker.rounds
+    state = [torch.randn_like(tensor) for tensor in rounds.global_state]
+    content = RecordDict({"arrays": to_record(worker.names, state),
+                          "config": ConfigRecord({"fedsim-config": config_json(config)})})
+    for name, value in {"_run_id": 1, "_node_id": 1, "_task_id": 1}.items():  # as in a ServerApp of run 1
+        monkeypatch.setattr(TaskIdentity, name, value)
+    context = Context(run_id=1, node_id=7, node_config={"partition-id": 2, "num-partitions": 4}, state=RecordDict(),
+                      run_config={})
+    reply = client_app()(Message(content, dst_node_id=7, message_type=MessageType.EVALUATE), context)
+    metrics = reply.content["metrics"]
+    shard = rounds.partition.shard(2)
+    expected = evaluate(rounds.model, state, rounds.data, task=rounds.task, split="train", indices=shard)
+    assert metrics["partition-id"] == 2 and metrics["num-examples"] == len(shard) == expected["num_examples"]
+    assert metrics["accuracy"] == pytest.approx(expected["accuracy"]) and metrics["loss"] == pytest.approx(
+        expected["loss"])
 
 
 def test_the_app_folder_lists_every_setting_at_its_default_for_flwr_run():

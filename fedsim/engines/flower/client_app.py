@@ -4,7 +4,9 @@ A node's ``node_config`` gives ``partition-id`` and ``num-partitions`` (Flower's
 engine sets them for node i of N; a SuperNode takes ``--node-config``). The node builds the
 run's data, partition and seeded model once per process from the run's config, which every
 message carries (they are functions of it), then trains the client ``partition-id`` from
-each round's global model, seeded by (seed, round, partition-id) as in every engine.
+each round's global model, seeded by (seed, round, partition-id) as in every engine; under
+allreduce and reweighted it computes the gradient of its batch at one global step instead, as
+the rank ``partition-id`` of the other engines computes it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from ...build import RunSetup
-from ...client import state_tensors
+from ...client import evaluate, state_tensors
 from ...config import RunConfig
-from ..inprocess.fedavg import FedAvgRounds
-from .records import from_record, state_names, to_record
+from ...schedule import micro_batch_count
+from ..inprocess.loop import build_rounds
+from .records import buffer_names, from_record, gradient_names, state_names, to_record
 
 
 class ClientWorker:
@@ -34,8 +37,9 @@ class ClientWorker:
     def __init__(self, config: RunConfig):
         setup = RunSetup.build(config)
         self.config = config
-        self.rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+        self.rounds = build_rounds(config, setup)
         self.names = state_names(setup.model)
+        self.gradient_names, self.buffer_names = gradient_names(setup.model), buffer_names(setup.model)
         self.trained = state_tensors(setup.model)
 
     def partition_id(self, node_config) -> int:
@@ -63,6 +67,40 @@ class ClientWorker:
                   "samples": update.samples_processed, "loss-sum": float(update.loss_sum), "steps": update.num_steps}
         return to_record(self.names, self.trained), counts
 
+    def evaluate(self, client: int, global_record) -> dict:
+        """Return the metrics of the global model in ``global_record`` on ``client``'s own training shard."""
+        rounds = self.rounds
+        state = from_record(global_record, self.names, rounds.global_state)
+        metrics = evaluate(rounds.model, state, rounds.data, task=rounds.task, split="train",
+                           indices=rounds.partition.shard(client))
+        numbers = {name: float(value) for name, value in metrics.items() if isinstance(value, (int, float))}
+        return {**numbers, "num-examples": int(metrics["num_examples"]), "partition-id": client}
+
+    def gradient(self, client: int, step: int, global_record) -> tuple[RecordDict, dict]:
+        """Compute ``client``'s gradient at global ``step`` (allreduce, reweighted) from the model in ``global_record``.
+
+        The record holds the parameters and the BatchNorm statistics the step starts from. The
+        gradient is of the batch's mean loss, unweighted: the server weighs it. Returns the
+        gradient and the updated statistics, by name in one record, and the client's counts.
+        """
+        rounds = self.rounds
+        with torch.no_grad():
+            torch._foreach_copy_(rounds.global_state, from_record(global_record, self.names, rounds.global_state))
+        rounds.step_count = step  # the rank's randomness at this step follows from it
+        batch = rounds.schedule.batch(client, step)
+        if batch is None or not batch.numel():
+            raise ValueError(f"partition {client} has no batch at step {step}: it sits that step out")
+        parts = micro_batch_count(rounds.schedule.batch_sizes(step), self.config.micro_batches)
+        rounds.server.zero_grad()
+        result = rounds.rank_gradient(client, batch, 1.0, parts)
+        # one record, as Flower's strategies expect one per reply: the names of parameters and buffers differ
+        records = {"arrays": to_record([*self.gradient_names, *self.buffer_names],
+                                       [*(param.grad for param in rounds.params), *rounds.buffers])}
+        counts = {"num-examples": int(batch.numel()), "partition-id": client, "samples": int(batch.numel()),
+                  "loss-sum": float(result.loss_sum),
+                  "mean-loss": float(result.weighted_mean_loss)}
+        return records, counts
+
 
 @functools.lru_cache(maxsize=2)
 def _worker(config_json: str) -> ClientWorker:
@@ -74,7 +112,10 @@ def client_app() -> ClientApp:
     """Return the ``ClientApp``: it serves any run, whose config each message carries (``fedsim-config``).
 
     Handlers: ``query`` answers the node's partition (the server maps nodes to partitions with
-    it before the first round); ``train`` trains that partition's client. The server sending
+    it before the first round); ``train`` trains that partition's client; ``evaluate`` returns
+    the global model's metrics on that client's own training shard (``num-examples``, ``loss``,
+    ``accuracy``), for a strategy that evaluates on the clients, as Flower's ``FedAvg`` does
+    with ``fraction_evaluate`` > 0 (fedsim's strategies evaluate on the server's test split). The server sending
     the config keeps the two sides from disagreeing about the run.
     """
     app = ClientApp()
@@ -91,9 +132,19 @@ def client_app() -> ClientApp:
     def train(message: Message, context: Context) -> Message:
         work = worker(message)
         client = work.partition_id(context.node_config)
-        round_index = int(message.content["config"]["fedsim-round"])
-        record, counts = work.train(client, round_index, message.content["arrays"])
-        return Message(RecordDict({"arrays": record, "metrics": MetricRecord(counts)}), reply_to=message)
+        config = message.content["config"]
+        if "fedsim-step" in config:  # allreduce, reweighted: one gradient step
+            records, counts = work.gradient(client, int(config["fedsim-step"]), message.content["arrays"])
+        else:  # fedavg: a round of local training
+            record, counts = work.train(client, int(config["fedsim-round"]), message.content["arrays"])
+            records = {"arrays": record}
+        return Message(RecordDict({**records, "metrics": MetricRecord(counts)}), reply_to=message)
+
+    @app.evaluate()
+    def evaluate(message: Message, context: Context) -> Message:
+        work = worker(message)
+        metrics = work.evaluate(work.partition_id(context.node_config), message.content["arrays"])
+        return Message(RecordDict({"metrics": MetricRecord(metrics)}), reply_to=message)
 
     return app
 

@@ -26,8 +26,17 @@ APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0}
 
 def state_names(model: torch.nn.Module) -> list[str]:
     """Return the names of `fedsim.client.state_tensors` in its order: parameters, then floating-point buffers."""
-    buffers = [name for name, buffer in model.named_buffers() if buffer.is_floating_point()]
-    return [*(name for name, _ in model.named_parameters()), *buffers]
+    return [*(name for name, _ in model.named_parameters()), *buffer_names(model)]
+
+
+def buffer_names(model: torch.nn.Module) -> list[str]:
+    """Return the names of the floating-point buffers (BatchNorm statistics), which travel with the model."""
+    return [name for name, buffer in model.named_buffers() if buffer.is_floating_point()]
+
+
+def gradient_names(model: torch.nn.Module) -> list[str]:
+    """Return the names of the trainable parameters, whose gradients a client of allreduce or reweighted sends."""
+    return [name for name, param in model.named_parameters() if param.requires_grad]
 
 
 def to_record(names: list[str], tensors: list[torch.Tensor]) -> ArrayRecord:

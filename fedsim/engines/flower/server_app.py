@@ -1,4 +1,4 @@
-"""The Flower ``ServerApp``: find which node holds which partition, run `SeededFedAvg`, write the results folder.
+"""The Flower ``ServerApp``: find which node holds which partition, run the strategy, write the results folder.
 
 The server builds the run from its config as every engine does (data, partition, seeded model),
 evaluates on the test split itself, and writes the folder of `fedsim run` through the shared
@@ -20,10 +20,12 @@ from ...config import RunConfig
 from ...interrupts import RunInterrupted
 from ...recorder import Recorder
 from ...results import RunFolder
+from ...strategies import get_strategy
 from ..inprocess.fedavg import FedAvgRounds
-from ..inprocess.loop import RunResult
+from ..inprocess.loop import RunResult, build_rounds, evaluated_state, restore
 from .client_app import config_json
 from .records import from_run_config, state_names, to_record
+from .gradient_steps import GradientSteps
 from .strategy import SeededFedAvg
 
 #: Seconds the server waits for every partition's node to connect, and for one round's replies.
@@ -45,11 +47,14 @@ class FederatedServer:
         No progress bar.
     timeout_s : float, default 600
         Seconds to wait for the nodes to connect, and for a round's replies.
+    grid : fedsim.schedule.SampleGrid, optional
+        The samples each round is worth (the config's own by default).
     """
 
     def __init__(self, config: RunConfig | None = None, out=None, *, resume: bool = False, quiet: bool = True,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, grid=None):
         self.config, self.out, self.resume, self.quiet, self.timeout_s = config, out, resume, quiet, timeout_s
+        self.grid = grid
         self.result: RunResult | None = None
         self.recorder: Recorder | None = None
         # set by Ctrl-C where the server runs in a thread (the simulation): it stops before the next round
@@ -67,23 +72,20 @@ class FederatedServer:
         if self.out is not None:
             RunFolder(self.out).check(resume=self.resume)
         setup = RunSetup.build(config)
-        rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+        rounds = build_rounds(config, setup)
         nodes = find_partitions(grid, config, self.timeout_s)
         recorder = Recorder(config, setup.partition, self.out, multilabel=setup.task.multilabel, resume=self.resume,
-                            quiet=self.quiet)
+                            quiet=self.quiet, grid=self.grid)
         self.recorder = recorder
-        restored = recorder.start()
-        if restored is not None:
-            for tensor, saved in zip(rounds.global_state, restored.global_state):
-                tensor.copy_(saved)
-            rounds.load_state_dict(restored.engine_state)
+        restore(rounds, recorder.start())
         names = state_names(setup.model)
-        strategy = SeededFedAvg(rounds, names, nodes, recorder,
-                                lambda: evaluate(setup.model, rounds.global_state, setup.data, task=setup.task),
-                                stop_requested=self.stop_requested)
+        strategy_class = SeededFedAvg if isinstance(rounds, FedAvgRounds) else GradientSteps
+        strategy = strategy_class(rounds, names, nodes, recorder,
+                                  lambda: evaluate(setup.model, evaluated_state(rounds), setup.data, task=setup.task),
+                                  stop_requested=self.stop_requested)
         with recorder.interruptible():
-            strategy.start(grid, to_record(names, rounds.global_state), num_rounds=len(recorder.pending_rounds()),
-                           timeout=self.timeout_s, evaluate_fn=strategy.record_round)
+            strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
+                           timeout=self.timeout_s, evaluate_fn=strategy.evaluate_fn)
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
         # or a client that raised; the round went on with the others
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
@@ -101,10 +103,21 @@ def interruption(server: FederatedServer, config: RunConfig) -> RunInterrupted:
 
 
 def check_flower_config(config: RunConfig) -> None:
-    """Refuse what the Flower engine does not run: strategies other than fedavg."""
-    if config.strategy != "fedavg":
-        raise ValueError(f"the Flower engine runs `strategy`='fedavg'; `strategy`={config.strategy!r} runs on "
-                         "`fedsim run` and `fedsim ddp`")
+    """Refuse what the Flower engine does not run, naming the setting and where it runs.
+
+    allreduce and reweighted send each rank's full-precision gradient: gradient compression
+    (a DDP communication hook), SyncBatchNorm (a collective inside the forward) and AMP's loss
+    scaling (an optimizer state the clients would need every step) run on `fedsim run` and
+    `fedsim ddp` only.
+    """
+    if get_strategy(config.strategy).local_training:
+        return
+    refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}
+    for name, is_set in refused.items():
+        if is_set:
+            value = getattr(config, name)
+            raise ValueError(f"the Flower engine runs `strategy`={config.strategy!r} with `{name}` unset; "
+                             f"`{name}`={value!r} runs on `fedsim run` and `fedsim ddp`")
 
 
 def find_partitions(grid: Grid, config: RunConfig, timeout_s: float) -> dict[int, int]:

@@ -16,8 +16,8 @@ from .server_app import DEFAULT_TIMEOUT_S, FederatedServer, interruption
 
 
 def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool = True,
-             timeout_s: float = DEFAULT_TIMEOUT_S, num_cpus: int | None = None) -> RunResult:
-    """Run ``config`` (FedAvg) on Flower's simulation engine and return its rows, summary and final model.
+             timeout_s: float = DEFAULT_TIMEOUT_S, num_cpus: int | None = None, grid=None) -> RunResult:
+    """Run ``config`` on Flower's simulation engine and return its rows, summary and final model.
 
     Each client runs in a Ray actor with one CPU and one torch thread, ``num_cpus`` actors at
     once (all the machine's cores by default). Ray's temporary folder is a new short folder
@@ -36,10 +36,12 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
         Seconds the server waits for a round's replies.
     num_cpus : int, optional
         CPUs Ray may use (default: all).
+    grid : fedsim.schedule.SampleGrid, optional
+        The samples each round is worth (the config's own by default), as for `fedsim.engines.inprocess.run`.
     """
     from flwr.simulation import run_simulation
 
-    server = FederatedServer(config, out, resume=resume, quiet=quiet, timeout_s=timeout_s)
+    server = FederatedServer(config, out, resume=resume, quiet=quiet, timeout_s=timeout_s, grid=grid)
     num_cpus = num_cpus or os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="fedsim-ray-", dir="/tmp", ignore_cleanup_errors=True) as ray_folder:
         backend = {

@@ -68,7 +68,7 @@ class GradientRounds(GradientCheckpoint):
     """
 
     def __init__(self, config, model, data, task, partition):
-        self.config, self.model, self.data, self.task = config, model, data, task
+        self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.global_state = state_tensors(model)
@@ -101,7 +101,7 @@ class GradientRounds(GradientCheckpoint):
             # drawn for the whole K x B batch, not per rank as on DDP
             self.fused = True
             self.sync_bytes = sync_bn_bytes(model)
-        self.buffer_bytes = model_bytes(model)[1]
+        self.param_bytes, self.buffer_bytes = model_bytes(model)
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:
@@ -110,19 +110,39 @@ class GradientRounds(GradientCheckpoint):
         ``target`` is FedAvg's cumulative work up to this round (`RankSchedule.round_steps`).
         """
         stats = RoundStats()
-        self._rank_buffers = {}  # DDP syncs every rank's model at the end of a round (Join's exit)
+        self.begin_round()
         for step in self.schedule.round_steps(self.step_count, samples_before, target):
-            if step % self.schedule.steps_per_epoch == 0:
-                self._rank_buffers = {}  # ... and of an epoch
-            batches = self.schedule.batches(step)
-            active = [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
+            batches, active = self.begin_step(step)
             stats.loss_sum += self.step(batches, active)
-            self.server.step_gradient()
-            sent = wire_bytes(self.params, self.compression, step, self.config.powersgd_rank)
-            sent += self.sync_bytes * micro_batch_count(self.schedule.batch_sizes(step), self.config.micro_batches)
-            stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
-            self.step_count += 1
+            self.end_step(step, stats)
         return stats
+
+    def begin_round(self) -> None:
+        """Forget the ranks' own BatchNorm statistics: DDP syncs every rank's model at a round's end (Join's exit)."""
+        self._rank_buffers = {}
+
+    def begin_step(self, step: int) -> tuple[list, list[int]]:
+        """Return each rank's batch at ``step`` and the ranks that have one.
+
+        At an epoch's start the ranks' own BatchNorm statistics are forgotten. The step's rank randomness (`generator`, `dropout_seed`) follows from ``step_count``,
+        which must equal ``step``.
+        """
+        if step % self.schedule.steps_per_epoch == 0:
+            self._rank_buffers = {}  # DDP syncs every rank's model at the end of an epoch too
+        batches = self.schedule.batches(step)
+        return batches, [rank for rank, batch in enumerate(batches) if batch is not None and batch.numel()]
+
+    def end_step(self, step: int, stats: RoundStats, batch_sizes: list[int] | None = None) -> None:
+        """Step the server with the combined gradient in ``.grad`` and count the step in ``stats``.
+
+        ``batch_sizes`` are the ranks' batch sizes that took part (the schedule's by default).
+        """
+        self.server.step_gradient()
+        sizes = self.schedule.batch_sizes(step) if batch_sizes is None else batch_sizes
+        sent = wire_bytes(self.params, self.compression, step, self.config.powersgd_rank)
+        sent += self.sync_bytes * micro_batch_count(sizes, self.config.micro_batches)
+        stats.count_step(sizes, sent, self.buffer_bytes)
+        self.step_count += 1
 
     def step(self, batches, active) -> float:
         """Leave the combined gradient of the ranks' batches in ``.grad``; return the summed sample loss.
@@ -185,17 +205,8 @@ class GradientRounds(GradientCheckpoint):
         return float(raw.detach().sum())
 
     def _per_rank_step(self, batches, active) -> float:
-        """Forward and backward rank by rank, each rank's BatchNorm statistics its own.
-
-        The running statistics follow DDP's: before each forward the authoritative rank's are
-        broadcast to all, and each rank then updates its own copy. The authority is the highest
-        rank still active when some rank sits out (DDP's rule under ``Join``, since rank 0 may
-        have joined), rank 0 otherwise. At the end of a round or an epoch, where a DDP rank
-        leaves ``Join``, every rank takes the last authority's model.
-        """
-        authority = max(active) if self.schedule.sits_out else 0
-        start = self._rank_buffers.get(authority)
-        start = [b.clone() for b in self.buffers] if start is None else start
+        """Forward and backward rank by rank, each rank's BatchNorm statistics its own."""
+        start = self.start_buffers(active)
         updated = {}
         loss_sum, rank_means, gradients = 0.0, [], []
         static = None if self.separate else self._weights(active)
@@ -203,16 +214,7 @@ class GradientRounds(GradientCheckpoint):
         for slot, rank in enumerate(active):
             if self.buffers:
                 torch._foreach_copy_(self.buffers, start)
-            batch = batches[rank]
-            weight = 1.0 if self.separate else float(static[slot])
-            generator = self.generator(rank)
-            with seeded_global_rng(self.dropout_seed(rank), self.device):
-                # each micro-batch's summed loss over the whole batch's size: the batch mean
-                result = sum((local_gradient(
-                    self.model, self.data, part, task=self.task, generator=generator, weight=weight / batch.numel(),
-                    class_weights=None if self.class_weights is None else self.class_weights[rank],
-                    noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
-                ) for part in torch.tensor_split(batch, parts)), start=LocalGradient.zero())
+            result = self.rank_gradient(rank, batches[rank], 1.0 if self.separate else float(static[slot]), parts)
             loss_sum += float(result.loss_sum)
             if self.separate:
                 rank_means.append(result.weighted_mean_loss)
@@ -220,14 +222,54 @@ class GradientRounds(GradientCheckpoint):
                 self.server.zero_grad()
             if self.buffers:
                 updated[rank] = [b.clone() for b in self.buffers]
-        if self.buffers:
-            torch._foreach_copy_(self.buffers, updated[authority])
-            self._rank_buffers = updated
+        self.keep_buffers(active, updated)
         if self.separate:
-            self._combine(gradients, active, rank_means)
+            self.combine(gradients, active, rank_means)
         return loss_sum
 
-    def _combine(self, gradients, active, rank_means) -> None:
+    def authority(self, active) -> int:
+        """Return the rank whose BatchNorm statistics every rank starts a step from, and the model keeps.
+
+        The running statistics follow DDP's: before each forward the authoritative rank's are
+        broadcast to all, and each rank then updates its own copy. The authority is the highest
+        rank still active when some rank sits out (DDP's rule under ``Join``, since rank 0 may
+        have joined), rank 0 otherwise. At the end of a round or an epoch, where a DDP rank
+        leaves ``Join``, every rank takes the last authority's model.
+        """
+        return max(active) if self.schedule.sits_out else 0
+
+    def start_buffers(self, active) -> list[torch.Tensor]:
+        """Return the floating-point buffers every active rank starts this step from: the authority's."""
+        start = self._rank_buffers.get(self.authority(active))
+        return [b.clone() for b in self.buffers] if start is None else start
+
+    def keep_buffers(self, active, updated: dict[int, list[torch.Tensor]]) -> None:
+        """Keep each rank's buffers after the step (``updated``) and give the model the authority's.
+
+        A missing authority (a Flower client lost at this step) leaves the model's buffers as they are.
+        """
+        if not self.buffers:
+            return
+        authority = updated.get(self.authority(active))
+        if authority is not None:
+            torch._foreach_copy_(self.buffers, authority)
+        self._rank_buffers = updated
+
+    def rank_gradient(self, rank: int, batch: torch.Tensor, weight: float, parts: int) -> LocalGradient:
+        """Add rank ``rank``'s gradient of its ``batch`` times ``weight`` to ``.grad``, from the model as it is.
+
+        The batch goes through in ``parts`` micro-batches, each one's summed loss over the whole
+        batch's size, so that ``.grad`` gets the batch mean.
+        """
+        generator = self.generator(rank)
+        with seeded_global_rng(self.dropout_seed(rank), self.device):
+            return sum((local_gradient(
+                self.model, self.data, part, task=self.task, generator=generator, weight=weight / batch.numel(),
+                class_weights=None if self.class_weights is None else self.class_weights[rank],
+                noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
+            ) for part in torch.tensor_split(batch, parts)), start=LocalGradient.zero())
+
+    def combine(self, gradients, active, rank_means) -> None:
         """Leave in ``.grad`` the weighted sum of the ranks' separate gradients, compressed as DDP's hook would."""
         scores = None
         if self.dynamic:

@@ -50,16 +50,31 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         RunFolder(out).check(resume=resume)  # a bad `--out` is reported before any work
     setup = RunSetup.build(config, data=data, partition=partition)
     data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
-    rounds_class = FedAvgRounds if get_strategy(config.strategy).local_training else GradientRounds
-    rounds = rounds_class(config, model, data, task, partition)
+    rounds = build_rounds(config, setup)
     recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid, quiet=quiet)
-    restored = recorder.start()
-    if restored is not None:
-        with torch.no_grad():
-            torch._foreach_copy_(rounds.global_state, restored.global_state)
-        rounds.load_state_dict(restored.engine_state)
-
-    # the gradient strategies' global state is the model's own: nothing to load before evaluating
-    state = None if rounds_class is GradientRounds else rounds.global_state
-    summary = drive(recorder, rounds, lambda: evaluate(model, state, data, task=task))
+    restore(rounds, recorder.start())
+    summary = drive(recorder, rounds, lambda: evaluate(model, evaluated_state(rounds), data, task=task))
     return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+
+
+def build_rounds(config, setup: RunSetup) -> FedAvgRounds | GradientRounds:
+    """Return the rounds of ``config.strategy`` over ``setup``: local training (fedavg) or gradient steps."""
+    rounds_class = FedAvgRounds if get_strategy(config.strategy).local_training else GradientRounds
+    return rounds_class(config, setup.model, setup.data, setup.task, setup.partition)
+
+
+def restore(rounds, restored) -> None:
+    """Give ``rounds`` the global tensors and engine state of a checkpoint (`Recorder.start`'s; ``None``: nothing)."""
+    if restored is None:
+        return
+    with torch.no_grad():
+        torch._foreach_copy_(rounds.global_state, restored.global_state)
+    rounds.load_state_dict(restored.engine_state)
+
+
+def evaluated_state(rounds) -> list[torch.Tensor] | None:
+    """Return what `fedsim.client.evaluate` loads into the model: FedAvg's global tensors, or nothing.
+
+    The gradient strategies' global state is the model's own, so nothing needs loading.
+    """
+    return None if isinstance(rounds, GradientRounds) else rounds.global_state
