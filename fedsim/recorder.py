@@ -218,7 +218,7 @@ class Recorder:
             with deferred_interrupt():
                 self.folder.write_summary({self.config.strategy: summary})
                 self.folder.save_model(global_state)
-            from .curves import learning_curves
+            from .plots import learning_curves
 
             learning_curves({self.config.strategy: self.rows}, path=self.folder.path / "learning_curves.png",
                             title=run_title(self.config, self.partition))

@@ -1,5 +1,6 @@
 """The benchmark scripts run end to end on small settings, so they do not rot."""
 
+import csv
 import json
 import subprocess
 import sys
@@ -30,14 +31,45 @@ def test_partition_report_writes_table_and_figures(tmp_path):
 
 
 @pytest.mark.slow
-def test_strategy_sweep_writes_table_and_figure(tmp_path):
-    out = script("strategy_sweep.py", "--model", "mlp", "--rounds", "1", "--batch-size", "50", "--num-partitions",
-                 "5", "--out", str(tmp_path))
-    assert "shards" in out
-    results = json.loads((tmp_path / "sweep.json").read_text())
-    assert set(results) == {"IID", "Dir(0.5)", "Dir(0.1)", "#C=2", "shards"}
-    assert set(results["IID"]) == {"allreduce", "reweighted", "fedavg"}
-    assert (tmp_path / "sweep.png").stat().st_size > 0
+def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_nothing(tmp_path):
+    out = tmp_path / "grid"
+    args = ["--preset", "quick", "--dataset", "digits", "--strategies", "allreduce,reweighted-dynamic,fedavg",
+            "--partitions", "IID,#C=2", "--seeds", "2", "--rounds", "2", "--out", str(out), "--quiet"]
+    printed = script("compare_strategies.py", *args)
+    assert "| #C=2 |" in printed
+    names = {str(path.relative_to(out)) for path in out.rglob("*") if path.is_file() and "runs" not in path.parts}
+    assert names == {"grid.json", "results.csv", "table.csv", "table.md", "heatmap.png", "curves/iid.png",
+                     "curves/c2.png", "partitions/iid-stacked.png", "partitions/iid-bubbles.png",
+                     "partitions/c2-stacked.png", "partitions/c2-bubbles.png"}
+    assert all((out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in names if name.endswith(".png"))
+    with open(out / "table.csv") as table:
+        rows = list(csv.DictReader(table))
+    assert [(row["partition"], row["strategy"], row["seeds"]) for row in rows] == [
+        (scheme, arm, "2") for scheme in ("IID", "#C=2") for arm in ("allreduce", "reweighted-dynamic", "fedavg")]
+    assert all(0.0 <= float(row["final_acc"]) <= 1.0 and float(row["mb_communicated"]) > 0 for row in rows)
+    assert float(rows[3]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
+    assert len(list(csv.DictReader(open(out / "results.csv")))) == 12
+
+    summaries = sorted(out.glob("runs/*/*/*/summary.json"))
+    assert len(summaries) == 12
+    stamps = [path.stat().st_mtime_ns for path in summaries]
+    lost = out / "runs" / "c2" / "seed-1" / "fedavg"
+    (lost / "summary.json").unlink()  # as if killed after its last checkpoint: it resumes from there
+    assert "| #C=2 |" in script("compare_strategies.py", *args)
+    assert [path.stat().st_mtime_ns for path in summaries if path.parent != lost] == [
+        stamp for path, stamp in zip(summaries, stamps) if path.parent != lost]
+    assert (lost / "summary.json").exists()
+
+
+def test_compare_strategies_refuses_a_folder_it_did_not_write_and_an_unknown_partition(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), "--out", str(tmp_path)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "holds no grid; nothing in it is overwritten" in result.stderr
+    assert [path.name for path in tmp_path.iterdir()] == ["notes.txt"]
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), "--out", str(tmp_path / "g"),
+                             "--partitions", "Dir(7)"], capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "--partitions 'Dir(7)': unknown 'Dir(7)'" in result.stderr
 
 
 def test_engine_speed_memory_child_runs_a_round():

@@ -1,0 +1,219 @@
+"""Compare the aggregation strategies across Non-IID partitions and seeds: tables, a heatmap, learning curves.
+
+Which strategy holds up under which kind of Non-IID data, at what communication cost::
+
+    python benchmarks/compare_strategies.py --preset quick --out results/grid
+    python benchmarks/compare_strategies.py --preset niid-bench --rounds 10 --out results/niid-bench
+
+Every cell of the grid (partition x seed) runs every strategy from the same partition and initial
+model, with equal local work: each reports on FedAvg's samples grid. Each run is a `fedsim run`
+folder under ``OUT/runs/<partition>/seed-<k>/<strategy>/``; a finished run is not run again, and
+a run stopped part-way resumes from its checkpoint, so rerunning the command continues an
+interrupted grid. The tables and figures (`grid_report`) are written from the finished runs at
+the end of every invocation. Uses only the public API of ``fedsim`` and ``partitions``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from grid_report import write_report
+from schemes import GRID_SCHEMES, slug
+
+from fedsim.compare import ENGINES, engine_runner
+from fedsim.config import RunConfig
+from fedsim.partitioning import partition_for
+from fedsim.results import RunFolder, read_json, read_rows
+from fedsim.schedule import SampleGrid
+from partitions._io import write_atomic
+
+#: The strategies of the grid: fedsim's strategy and the settings that make the variant.
+ARMS = {
+    "allreduce": {"strategy": "allreduce"},
+    "reweighted-size": {"strategy": "reweighted", "weights": "size"},
+    "reweighted-class-balanced": {"strategy": "reweighted", "weights": "class-balanced"},
+    "reweighted-dynamic": {"strategy": "reweighted", "weights": "dynamic"},
+    "fedavg": {"strategy": "fedavg"},
+    "fedprox": {"strategy": "fedavg", "mu": 0.01},  # NIID-Bench's and Flower's baseline mu for FMNIST
+}
+
+#: quick: the embedded mnist-5k, about 20 minutes on 2 CPU cores. niid-bench: NIID-Bench's
+#: published setting (10 parties, all in every round, simple-cnn, batch 64, SGD lr 0.01 momentum
+#: 0.9 weight decay 1e-5, 10 local epochs, 50 rounds; 3 seeds; best accuracy over rounds) on
+#: Fashion-MNIST.
+PRESETS = {
+    "quick": {"settings": {"dataset": "mnist-5k", "model": "mlp", "num_partitions": 10, "rounds": 15,
+                           "batch_size": 10, "lr": 0.05, "local_epochs": 1},
+              "seeds": 3, "target": 0.85, "arms": list(ARMS), "schemes": list(GRID_SCHEMES)},
+    "niid-bench": {"settings": {"dataset": "fashion-mnist", "model": "simple-cnn", "num_partitions": 10,
+                                "rounds": 50, "batch_size": 64, "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-5,
+                                "local_epochs": 10},
+                   "seeds": 3, "target": 0.8, "arms": ["fedavg", "fedprox"], "schemes": list(GRID_SCHEMES)},
+}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=list(PRESETS), default="quick")
+    parser.add_argument("--out", required=True, help="the grid's folder: new, or a grid to continue")
+    parser.add_argument("--strategies", help=f"comma-separated, of {', '.join(ARMS)} (default: the preset's)")
+    parser.add_argument("--partitions", help=f"comma-separated, of {', '.join(GRID_SCHEMES)} (default: all)")
+    parser.add_argument("--seeds", type=int, help="how many seeds, 0..N-1 (default: the preset's)")
+    parser.add_argument("--rounds", type=int, help="shorten (or lengthen) the preset's rounds")
+    parser.add_argument("--local-epochs", type=int, help="change the preset's local epochs")
+    parser.add_argument("--dataset", help="change the preset's dataset")
+    parser.add_argument("--model", help="change the preset's model")
+    parser.add_argument("--target", type=float, help="the accuracy whose first round the table reports")
+    parser.add_argument("--engine", choices=ENGINES, default="inprocess")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
+                        "partition) into this folder, as the README shows them")
+    return parser.parse_args(argv)
+
+
+def grid_plan(args) -> dict:
+    """Return the grid the arguments ask for: settings, strategies, partitions, seeds, target accuracy."""
+    preset = PRESETS[args.preset]
+    settings = dict(preset["settings"])
+    for name in ("rounds", "local_epochs", "dataset", "model"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies")
+    schemes = chosen(args.partitions, preset["schemes"], GRID_SCHEMES, "--partitions")
+    seeds = preset["seeds"] if args.seeds is None else args.seeds
+    if seeds < 1:
+        raise SystemExit(f"error: --seeds {seeds} must be at least 1")
+    target = preset["target"] if args.target is None else args.target
+    if not 0.0 < target <= 1.0:
+        raise SystemExit(f"error: --target {target} must be in (0, 1]")
+    RunConfig(strategy="fedavg", **settings)  # a bad setting is one clear error before any work
+    return {"preset": args.preset, "settings": settings, "strategies": arms, "partitions": schemes,
+            "seeds": seeds, "target": target, "engine": args.engine}
+
+
+def chosen(text: str | None, default: list[str], known: dict, flag: str) -> list[str]:
+    """Return the names ``text`` lists (the default when ``None``), each checked against ``known``."""
+    if text is None:
+        return list(default)
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise SystemExit(f"error: {flag} {text!r}: {'unknown ' + repr(unknown[0]) if unknown else 'empty'}; "
+                         f"choose from {', '.join(known)}")
+    return names
+
+
+def open_grid(out: Path, plan: dict) -> None:
+    """Start the grid folder, or check that ``out`` holds this very grid to continue; never touch another folder."""
+    marker = out / "grid.json"
+    if marker.exists():
+        saved = read_json(marker)
+        if saved != plan:
+            changed = sorted(key for key in plan if saved.get(key) != plan[key])
+            raise SystemExit(f"error: {out} holds a grid with other {', '.join(changed)}; continue it with "
+                             "the same arguments, or choose another --out")
+        return
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise SystemExit(f"error: --out {out} is not empty and holds no grid; nothing in it is overwritten: "
+                         "choose a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(marker, json.dumps(plan, indent=2))
+
+
+def cell_configs(plan: dict, scheme: str, seed: int) -> tuple[dict[str, RunConfig], SampleGrid]:
+    """Return each strategy's config in the cell (``scheme``, ``seed``), and the samples grid they share.
+
+    Every config is FedAvg's settings with the arm's own on top; every strategy reports on
+    FedAvg's grid, so that all do equal local work.
+    """
+    shared = RunConfig(strategy="fedavg", **plan["settings"], **GRID_SCHEMES[scheme], seed=seed)
+    configs = {}
+    for arm in plan["strategies"]:
+        settings = dict(ARMS[arm])
+        configs[arm] = shared.for_strategy(settings.pop("strategy")).replace(**settings)
+    return configs, SampleGrid.from_config(shared)
+
+
+def run_grid(out: Path, plan: dict, *, quiet: bool = False) -> None:
+    """Run every strategy of every cell that has not finished; resume those stopped part-way."""
+    from tqdm import tqdm
+
+    cells = [(scheme, seed, arm) for scheme in plan["partitions"] for seed in range(plan["seeds"])
+             for arm in plan["strategies"]]
+    pending = [cell for cell in cells if not (run_folder(out, *cell) / "summary.json").exists()]
+    bar = tqdm(total=len(cells), initial=len(cells) - len(pending), unit="run", disable=quiet, smoothing=0.1,
+               desc="grid")
+    data = None
+    for scheme, seed in dict.fromkeys((scheme, seed) for scheme, seed, _ in pending):
+        configs, grid = cell_configs(plan, scheme, seed)
+        first = next(iter(configs.values()))
+        data = data or first.load_dataset()
+        partition = partition_for(first, data.train_labels.numpy())
+        run_strategy = engine_runner(plan["engine"], configs)
+        for arm, config in configs.items():
+            folder = run_folder(out, scheme, seed, arm)
+            if (folder / "summary.json").exists():
+                continue
+            bar.set_postfix_str(f"{scheme}, seed {seed}, {arm}")
+            resume = (folder / "checkpoint.pt").exists()
+            run_strategy(config, folder, resume=resume, quiet=True, data=data, partition=partition, grid=grid)
+            bar.update(1)
+    bar.close()
+
+
+def run_folder(out: Path, scheme: str, seed: int, arm: str) -> Path:
+    return out / "runs" / slug(scheme) / f"seed-{seed}" / arm
+
+
+def finished_runs(out: Path, plan: dict) -> list[dict]:
+    """Return every finished run of the grid: its cell, summary and rows."""
+    runs = []
+    for scheme in plan["partitions"]:
+        for seed in range(plan["seeds"]):
+            for arm in plan["strategies"]:
+                folder = run_folder(out, scheme, seed, arm)
+                if (folder / "summary.json").exists():
+                    runs.append({"partition": scheme, "seed": seed, "strategy": arm, "folder": folder,
+                                 "summary": read_json(folder / "summary.json")[ARMS[arm]["strategy"]],
+                                 "rows": read_rows(folder / "metrics.csv")})
+    return runs
+
+
+#: What `--docs` copies: the grid's table and three figures, renamed for the README.
+DOCS_FILES = {"table.md": "table.md", "heatmap.png": "heatmap.png", "curves/c2.png": "curves-c2.png",
+              "partitions/c2-stacked.png": "partition-c2.png"}
+
+
+def copy_for_docs(out: Path, docs: Path) -> list[Path]:
+    """Copy `DOCS_FILES` from the grid into ``docs`` (atomically, each replacing the copy of a previous grid)."""
+    docs.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for source, name in DOCS_FILES.items():
+        if (out / source).exists():
+            write_atomic(docs / name, (out / source).read_bytes())
+            copied.append(docs / name)
+    return copied
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    plan = grid_plan(args)
+    out = Path(args.out)
+    if RunFolder(out).holds_run() or RunFolder(out, kind="comparison").holds_run():
+        raise SystemExit(f"error: --out {out} holds a fedsim run; choose another folder for the grid")
+    open_grid(out, plan)
+    started = time.perf_counter()
+    run_grid(out, plan, quiet=args.quiet)
+    written = write_report(out, plan, finished_runs(out, plan))
+    if args.docs:
+        written += copy_for_docs(out, Path(args.docs))
+    print(f"\n{(out / 'table.md').read_text()}")
+    print(f"grid done in {time.perf_counter() - started:.0f} s this invocation; {len(written)} tables and figures "
+          f"in {out}" + (f", the README's copies in {args.docs}" if args.docs else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The tables and figures of a strategies x partitions grid (`compare_strategies.py`), from its finished runs.
+
+Writes, in the grid's folder: ``results.csv`` (one row per run), ``table.csv`` and ``table.md``
+(mean ± std over seeds of final and best accuracy, the round that first reached the target
+accuracy, MB communicated and wall time, beside each partition's heterogeneity), ``heatmap.png``
+(strategies x partitions, final accuracy), ``curves/<partition>.png`` (accuracy against round and
+against MB, the mean over seeds with a ± std band) and ``partitions/<partition>-stacked.png`` /
+``-bubbles.png`` (seed 0's partition). A strategy has one colour in every figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+
+import numpy as np
+from schemes import slug
+
+from fedsim.plots import accuracy_heatmap, learning_curves, strategy_colors
+from partitions import Partition
+from partitions._io import write_atomic
+from partitions.metrics import heterogeneity
+from partitions.plot import bubbles, stacked_bars
+
+COLUMNS = ("partition", "emd", "js", "strategy", "seeds", "final_acc", "final_acc_std", "best_acc", "best_acc_std",
+           "rounds_to_target", "reached", "mb_communicated", "wall_s")
+
+
+def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
+    """Write the grid's tables and figures from ``runs`` (`compare_strategies.finished_runs`); return their paths."""
+    if not runs:
+        return []
+    labels = load_labels(runs[0]["folder"])
+    for run in runs:
+        run.update(measure(run, plan["target"]))
+        run["heterogeneity"] = heterogeneity(Partition.load(run["folder"] / "partition.json"), labels)
+    rows = table_rows(plan, runs)
+    written = [write_csv(out / "results.csv", [run_row(run) for run in runs]), write_csv(out / "table.csv", rows)]
+    write_atomic(out / "table.md", markdown(plan, rows) + "\n")
+    written.append(out / "table.md")
+    colors = strategy_colors(plan["strategies"])
+    written.append(heatmap(out / "heatmap.png", plan, rows))
+    for scheme in plan["partitions"]:
+        cell = [run for run in runs if run["partition"] == scheme]
+        if not cell:
+            continue
+        written.append(curves(out / "curves" / f"{slug(scheme)}.png", plan, scheme, cell, colors))
+        written.extend(partition_figures(out / "partitions", scheme, cell, labels))
+    return written
+
+
+def load_labels(folder: Path) -> np.ndarray:
+    """Return the training labels of the grid's dataset, loaded as the run in ``folder`` loaded them."""
+    from fedsim.config import RunConfig
+    from fedsim.results import read_json
+
+    return RunConfig(**read_json(folder / "config.json")).load_dataset().train_labels.numpy()
+
+
+def measure(run: dict, target: float) -> dict:
+    """Return a run's final and best test accuracy, the first round at ``target`` (NaN if never), MB and wall s."""
+    summary, rows = run["summary"], run["rows"]
+    reached = [row["round"] for row in rows if row["test_accuracy"] >= target]
+    return {"final_acc": summary["final_test_accuracy"], "best_acc": summary["best_test_accuracy"],
+            "rounds_to_target": reached[0] if reached else math.nan,
+            "mb_communicated": summary["bytes_communicated"] / 1e6, "wall_s": summary["wall_s"]}
+
+
+def run_row(run: dict) -> dict:
+    return {"partition": run["partition"], "seed": run["seed"], "strategy": run["strategy"],
+            **{key: run[key] for key in ("final_acc", "best_acc", "rounds_to_target", "mb_communicated", "wall_s")},
+            "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"]}
+
+
+def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
+    """Return one row per (partition, strategy): means and standard deviations over the seeds run."""
+    rows = []
+    for scheme in plan["partitions"]:
+        for arm in plan["strategies"]:
+            cell = [run for run in runs if run["partition"] == scheme and run["strategy"] == arm]
+            if not cell:
+                continue
+            mean = lambda key: float(np.mean([run[key] for run in cell]))  # noqa: E731
+            std = lambda key: float(np.std([run[key] for run in cell]))  # noqa: E731
+            reached = [run["rounds_to_target"] for run in cell if not math.isnan(run["rounds_to_target"])]
+            rows.append({"partition": scheme, "emd": float(np.mean([run["heterogeneity"]["mean_emd"] for run in cell])),
+                         "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in cell])),
+                         "strategy": arm, "seeds": len(cell), "final_acc": mean("final_acc"),
+                         "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
+                         "best_acc_std": std("best_acc"),
+                         "rounds_to_target": float(np.mean(reached)) if reached else math.nan,
+                         "reached": len(reached), "mb_communicated": mean("mb_communicated"), "wall_s": mean("wall_s")})
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomic(path, buffer.getvalue())
+    return path
+
+
+def title(plan: dict) -> str:
+    s = plan["settings"]
+    return (f"{s['dataset']}, {s['model']}, {s['num_partitions']} clients, {s['rounds']} rounds of E={s['local_epochs']}, "
+            f"B={s['batch_size']}, lr {s['lr']}; {plan['seeds']} seed(s), {plan['engine']}")
+
+
+def markdown(plan: dict, rows: list[dict]) -> str:
+    """Return the grid as Markdown: final accuracy by partition and strategy, then every column."""
+    strategies = plan["strategies"]
+    by_cell = {(row["partition"], row["strategy"]): row for row in rows}
+    lines = [f"Final test accuracy, mean ± std over seeds ({title(plan)})", "",
+             "| partition | EMD | " + " | ".join(strategies) + " |", "|---|---:|" + "---:|" * len(strategies)]
+    for scheme in plan["partitions"]:
+        cells = [by_cell.get((scheme, arm)) for arm in strategies]
+        if not any(cells):
+            continue
+        emd = next(cell for cell in cells if cell)["emd"]
+        values = [f"{cell['final_acc']:.3f} ± {cell['final_acc_std']:.3f}" if cell else "" for cell in cells]
+        lines.append(f"| {scheme} | {emd:.2f} | " + " | ".join(values) + " |")
+    target = plan["target"]
+    lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
+              "with how many did)", "",
+              "| partition | EMD | JS | strategy | final acc | best acc | rounds to target | MB sent | wall s |",
+              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
+        lines.append(f"| {row['partition']} | {row['emd']:.2f} | {row['js']:.3f} | {row['strategy']} | "
+                     f"{row['final_acc']:.3f} ± {row['final_acc_std']:.3f} | {row['best_acc']:.3f} ± "
+                     f"{row['best_acc_std']:.3f} | {reached} ({row['reached']}/{row['seeds']}) | "
+                     f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |")
+    return "\n".join(lines)
+
+
+def heatmap(path: Path, plan: dict, rows: list[dict]) -> Path:
+    by_cell = {(row["partition"], row["strategy"]): row for row in rows}
+    schemes = [scheme for scheme in plan["partitions"] if any((scheme, arm) in by_cell for arm in plan["strategies"])]
+    cell = lambda arm, scheme, key: by_cell[(scheme, arm)][key] if (scheme, arm) in by_cell else math.nan  # noqa: E731
+    values = [[cell(arm, scheme, "final_acc") for scheme in schemes] for arm in plan["strategies"]]
+    spread = [[cell(arm, scheme, "final_acc_std") for scheme in schemes] for arm in plan["strategies"]]
+    accuracy_heatmap(values, plan["strategies"], schemes, spread=spread, path=path,
+                     title=f"Final test accuracy: {title(plan)}")
+    return path
+
+
+def curves(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict) -> Path:
+    """Draw accuracy against round and MB for one partition: each strategy's mean over seeds, ± std."""
+    mean_rows = {}
+    for arm in plan["strategies"]:
+        seeds = [run["rows"] for run in cell if run["strategy"] == arm]
+        if not seeds:
+            continue
+        rounds = min(len(rows) for rows in seeds)
+        mean_rows[arm] = [{"round": seeds[0][i]["round"],
+                           "test_accuracy": float(np.mean([rows[i]["test_accuracy"] for rows in seeds])),
+                           "test_accuracy_std": float(np.std([rows[i]["test_accuracy"] for rows in seeds])),
+                           "bytes_communicated": float(np.mean([rows[i]["bytes_communicated"] for rows in seeds]))}
+                          for i in range(rounds)]
+    learning_curves(mean_rows, path=path, colors=colors, title=f"{scheme}: {title(plan)}")
+    return path
+
+
+def partition_figures(folder: Path, scheme: str, cell: list[dict], labels) -> list[Path]:
+    """Draw seed 0's partition of ``scheme`` as stacked bars and as bubbles."""
+    first = min(cell, key=lambda run: run["seed"])
+    partition = Partition.load(first["folder"] / "partition.json")
+    paths = [folder / f"{slug(scheme)}-stacked.png", folder / f"{slug(scheme)}-bubbles.png"]
+    stacked_bars(partition, labels, path=paths[0], title=f"{scheme} (seed {first['seed']})")
+    bubbles(partition, labels, path=paths[1], title=f"{scheme} (seed {first['seed']})")
+    return paths

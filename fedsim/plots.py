@@ -1,0 +1,123 @@
+"""Figures of runs and comparisons: learning curves, accuracy against communication, strategies x partitions.
+
+Built on `partitions.plot` (its atomic `save_figure`); the partitions' own figures (stacked bars,
+bubbles) are there. Every figure gives a strategy the colour `strategy_colors` assigns it, so one
+strategy keeps its colour across all figures of a benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from partitions.plot import save_figure
+
+
+def strategy_colors(names) -> dict[str, tuple]:
+    """Return a colour for each of ``names``, in order: matplotlib's ten-colour cycle, then twenty more.
+
+    Pass every strategy of a benchmark at once, so that each keeps its colour in every figure.
+    """
+    from matplotlib import colormaps
+
+    names = list(names)
+    palette = [*colormaps["tab10"].colors, *colormaps["tab20b"].colors]
+    return {name: palette[index % len(palette)] for index, name in enumerate(names)}
+
+
+def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = None, colors: dict | None = None,
+                    dpi: int = 100):
+    """Draw test accuracy against round and against bytes communicated, one line per strategy.
+
+    Parameters
+    ----------
+    rows_by_strategy : dict
+        Strategy name -> the per-round rows of its run (``metrics.csv`` rows). A row may carry
+        ``test_accuracy_std``, drawn as a band (a mean over seeds).
+    path : str or Path, optional
+        Where to write the figure (atomically), in the format its extension names (.png, .pdf, .svg, ...).
+    title : str, optional
+    colors : dict, optional
+        Strategy -> colour (`strategy_colors`); matplotlib's cycle by default.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator, NullFormatter
+
+    colors = colors or strategy_colors(rows_by_strategy)
+    figure = Figure(figsize=(11, 4), layout="constrained")
+    by_round, by_bytes = figure.subplots(1, 2)
+    for strategy, rows in rows_by_strategy.items():
+        evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
+        accuracy = np.array([row["test_accuracy"] for row in evaluated])
+        spread = np.array([row.get("test_accuracy_std", 0.0) for row in evaluated])
+        for axes, x in ((by_round, [row["round"] for row in evaluated]),
+                        (by_bytes, [row["bytes_communicated"] / 1e6 for row in evaluated])):
+            axes.plot(x, accuracy, marker="o", markersize=3, label=strategy, color=colors[strategy])
+            if spread.any():
+                axes.fill_between(x, accuracy - spread, accuracy + spread, color=colors[strategy], alpha=0.15)
+    by_round.set(xlabel="round (a FedAvg round's worth of samples)", ylabel="test accuracy")
+    by_bytes.set(xlabel="MB communicated (all ranks, up + down)", ylabel="test accuracy", xscale="log")
+    by_round.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+    by_bytes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks of a log axis run into each other
+    for axes in (by_round, by_bytes):
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    if title:
+        figure.suptitle(title)
+    if path is not None:
+        save_figure(figure, Path(path), dpi)
+    return figure
+
+
+def accuracy_heatmap(values, strategies, partitions, *, spread=None, path=None, title: str | None = None,
+                     label: str = "final test accuracy", dpi: int = 100):
+    """Draw a strategies x partitions grid of accuracies, each cell annotated (with ± ``spread`` when given).
+
+    Parameters
+    ----------
+    values : array_like, shape (len(strategies), len(partitions))
+        NaN for a cell not run.
+    strategies, partitions : list of str
+        Row and column names.
+    spread : array_like, optional
+        Same shape: the standard deviation over seeds.
+    path : str or Path, optional
+        Where to write the figure (atomically).
+    title : str, optional
+    label : str
+        The colour bar's label.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+
+    values = np.asarray(values, dtype=float)
+    if values.shape != (len(strategies), len(partitions)):
+        raise ValueError(f"`values` has shape {values.shape}, not (strategies, partitions) = "
+                         f"({len(strategies)}, {len(partitions)})")
+    figure = Figure(figsize=(1.1 * len(partitions) + 3, 0.5 * len(strategies) + 1.8), layout="constrained")
+    axes = figure.subplots()
+    image = axes.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    for (row, column), value in np.ndenumerate(values):
+        if math.isnan(value):
+            continue
+        text = f"{value:.3f}" if spread is None else f"{value:.3f}\n±{np.asarray(spread)[row, column]:.3f}"
+        axes.text(column, row, text, ha="center", va="center", fontsize=7,
+                  color="black" if value > 0.6 else "white")
+    axes.set_xticks(range(len(partitions)), partitions, rotation=30, ha="right")
+    axes.set_yticks(range(len(strategies)), strategies)
+    axes.set(xlabel="partition", ylabel="strategy")
+    figure.colorbar(image, ax=axes, label=label)
+    if title:
+        axes.set_title(title)
+    if path is not None:
+        save_figure(figure, Path(path), dpi)
+    return figure

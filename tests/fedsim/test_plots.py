@@ -1,0 +1,41 @@
+"""The figures of runs and comparisons: one colour per strategy everywhere, the heatmap's cells, the bands."""
+
+import math
+
+import numpy as np
+import pytest
+
+from fedsim.plots import accuracy_heatmap, learning_curves, strategy_colors
+
+pytest.importorskip("matplotlib")
+
+
+def rows(accuracies, std=None):
+    return [{"round": i + 1, "test_accuracy": acc, "bytes_communicated": 1e6 * (i + 1),
+             **({} if std is None else {"test_accuracy_std": std})} for i, acc in enumerate(accuracies)]
+
+
+def test_a_strategy_keeps_its_colour_in_every_figure(tmp_path):
+    colors = strategy_colors(["allreduce", "reweighted", "fedavg"])
+    assert len(set(colors.values())) == 3
+    figure = learning_curves({"fedavg": rows([0.5, 0.7], std=0.05), "allreduce": rows([0.6, math.nan, 0.8])},
+                             colors=colors, path=tmp_path / "curves.png", title="t")
+    by_round, by_bytes = figure.axes
+    for axes in (by_round, by_bytes):
+        assert {line.get_label(): line.get_color() for line in axes.get_lines()} == {
+            "fedavg": colors["fedavg"], "allreduce": colors["allreduce"]}
+    assert [list(line.get_xdata()) for line in by_round.get_lines()] == [[1, 2], [1, 3]]  # unevaluated rounds skipped
+    assert len(by_round.collections) == 1  # the ± std band of the strategy that has one
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_heatmap_annotates_each_cell_run_and_leaves_the_others_blank(tmp_path):
+    values = np.array([[0.91, 0.42, math.nan], [0.9, 0.8, 0.1]])
+    figure = accuracy_heatmap(values, ["allreduce", "fedavg"], ["IID", "#C=1", "Dir(0.1)"],
+                              spread=np.full((2, 3), 0.01), path=tmp_path / "heat.png")
+    texts = [text.get_text() for text in figure.axes[0].texts]
+    assert texts == ["0.910\n±0.010", "0.420\n±0.010", "0.900\n±0.010", "0.800\n±0.010", "0.100\n±0.010"]
+    assert [label.get_text() for label in figure.axes[0].get_yticklabels()] == ["allreduce", "fedavg"]
+    assert (tmp_path / "heat.png").stat().st_size > 0
+    with pytest.raises(ValueError, match=r"`values` has shape \(2, 3\), not \(strategies, partitions\) = \(2, 2\)"):
+        accuracy_heatmap(values, ["allreduce", "fedavg"], ["IID", "#C=1"])
