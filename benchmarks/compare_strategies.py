@@ -26,9 +26,8 @@ from schemes import GRID_SCHEMES, slug
 from fedsim.compare import ENGINES, engine_runner
 from fedsim.config import RunConfig
 from fedsim.partitioning import partition_for
-from fedsim.results import RunFolder, read_json, read_rows
+from fedsim.results import RunFolder, read_json, read_rows, write_atomic
 from fedsim.schedule import SampleGrid
-from partitions._io import write_atomic
 
 #: The strategies of the grid: fedsim's strategy and the settings that make the variant.
 ARMS = {

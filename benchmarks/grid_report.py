@@ -19,8 +19,8 @@ import numpy as np
 from schemes import slug
 
 from fedsim.plots import accuracy_heatmap, learning_curves, strategy_colors
+from fedsim.results import write_atomic
 from partitions import Partition
-from partitions._io import write_atomic
 from partitions.metrics import heterogeneity
 from partitions.plot import bubbles, stacked_bars
 
@@ -106,7 +106,8 @@ def write_csv(path: Path, rows: list[dict]) -> Path:
 
 def title(plan: dict) -> str:
     s = plan["settings"]
-    return (f"{s['dataset']}, {s['model']}, {s['num_partitions']} clients, {s['rounds']} rounds of E={s['local_epochs']}, "
+    return (f"{s['dataset']}, {s['model']}, {s['num_partitions']} clients, {s['rounds']} rounds of "
+            f"E={s['local_epochs']}, "
             f"B={s['batch_size']}, lr {s['lr']}; {plan['seeds']} seed(s), {plan['engine']}")
 
 

@@ -10,6 +10,9 @@ Layout of ``DIR``::
     checkpoint.pt    global tensors, server state and the rows so far (tensors and plain data only)
     model.pt         the final global tensors
     log.txt          one line per round
+
+`write_atomic` (from `partitions`) is the one way every file here is written; scripts that add
+files of their own beside runs (the benchmarks) use it too.
 """
 
 from __future__ import annotations

@@ -107,7 +107,8 @@ def test_reweighted_on_flower_resumed_equals_in_process_step_for_step(tmp_path):
     # the clients also send their BatchNorm statistics up, which a DDP rank keeps
     columns = ("wall_s", "bytes_up", "bytes_communicated", "train_loss")
     assert rows_without(tmp_path / "flower", columns) == rows_without(tmp_path / "inprocess", columns)
-    losses = [[row["train_loss"] for row in read_rows(tmp_path / name / "metrics.csv")] for name in ("flower", "inprocess")]
+    losses = [[row["train_loss"] for row in read_rows(tmp_path / name / "metrics.csv")]
+              for name in ("flower", "inprocess")]
     assert losses[0] == pytest.approx(losses[1], rel=1e-12)
     assert wait_until_gone(ray_processes) == []
 
@@ -235,9 +236,8 @@ def test_a_node_whose_partition_does_not_fit_the_run_is_refused(node_config, mes
     assert worker.partition_id({"partition-id": 3, "num-partitions": 4}) == 3
 
 
-def test_the_evaluate_handler_scores_the_global_model_on_the_nodes_own_shard(monkeypatch):
+def test_the_evaluate_handler_scores_the_global_model_on_the_nodes_own_shard(server_identity):
     from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
-    from flwr.supercore.task_identity import TaskIdentity
 
     from fedsim.client import evaluate
     from fedsim.engines.flower.client_app import client_app, config_json
@@ -248,8 +248,6 @@ def test_the_evaluate_handler_scores_the_global_model_on_the_nodes_own_shard(mon
     state = [torch.randn_like(tensor) for tensor in rounds.global_state]
     content = RecordDict({"arrays": to_record(worker.names, state),
                           "config": ConfigRecord({"fedsim-config": config_json(config)})})
-    for name, value in {"_run_id": 1, "_node_id": 1, "_task_id": 1}.items():  # as in a ServerApp of run 1
-        monkeypatch.setattr(TaskIdentity, name, value)
     context = Context(run_id=1, node_id=7, node_config={"partition-id": 2, "num-partitions": 4}, state=RecordDict(),
                       run_config={})
     reply = client_app()(Message(content, dst_node_id=7, message_type=MessageType.EVALUATE), context)
@@ -259,6 +257,56 @@ def test_the_evaluate_handler_scores_the_global_model_on_the_nodes_own_shard(mon
     assert metrics["partition-id"] == 2 and metrics["num-examples"] == len(shard) == expected["num_examples"]
     assert metrics["accuracy"] == pytest.approx(expected["accuracy"]) and metrics["loss"] == pytest.approx(
         expected["loss"])
+
+
+@pytest.fixture
+def server_identity(monkeypatch):
+    """Give this process the identity of a ServerApp of run 1, which Flower's messages are created with."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    for name in ("_run_id", "_node_id", "_task_id"):
+        monkeypatch.setattr(TaskIdentity, name, 1)
+
+
+class OnlineNodes:
+    """The one thing a strategy asks Flower's grid outside ``Strategy.start``: which nodes are online."""
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+
+    def get_node_ids(self):
+        return self.nodes
+
+
+def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server_identity, monkeypatch):
+    """Flower returns an error reply for a handler that raised: the round goes on with the others."""
+    from flwr.app import ConfigRecord, Error, Message, MetricRecord, RecordDict
+
+    from fedsim.build import RunSetup
+    from fedsim.engines.flower.strategy import SeededFedAvg
+    from fedsim.recorder import Recorder
+
+    config = RunConfig(**{**FEDAVG, "fraction": 1.0, "rounds": 1})
+    setup = RunSetup.build(config)
+    rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    recorder = Recorder(config, setup.partition)
+    recorder.start()
+    nodes = {client: 100 + client for client in range(4)}
+    strategy = SeededFedAvg(rounds, state_names(setup.model), nodes, recorder, evaluate=lambda: {})
+    messages = strategy.configure_train(1, None, ConfigRecord(), OnlineNodes(nodes.values()))
+    worker = ClientWorker(config)
+    replies = []
+    for client, message in enumerate(messages):
+        if client == 2:
+            replies.append(Message(Error(code=0, reason="ValueError: raised by the handler"), reply_to=message))
+            continue
+        record, counts = worker.train(client, 0, message.content["arrays"])
+        replies.append(Message(RecordDict({"arrays": record, "metrics": MetricRecord(counts)}), reply_to=message))
+    strategy.aggregate_train(1, reversed(replies))  # arrival order does not matter
+    assert strategy.lost == {0: [2]}
+    monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(2, from_round=0))
+    expected = run(config)
+    torch.testing.assert_close(rounds.global_state, expected.global_state, **EXACT)
 
 
 def test_the_app_folder_lists_every_setting_at_its_default_for_flwr_run():

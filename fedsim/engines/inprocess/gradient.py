@@ -124,7 +124,8 @@ class GradientRounds(GradientCheckpoint):
     def begin_step(self, step: int) -> tuple[list, list[int]]:
         """Return each rank's batch at ``step`` and the ranks that have one.
 
-        At an epoch's start the ranks' own BatchNorm statistics are forgotten. The step's rank randomness (`generator`, `dropout_seed`) follows from ``step_count``,
+        At an epoch's start the ranks' own BatchNorm statistics are forgotten. The step's rank
+        randomness (`generator`, `dropout_seed`) follows from ``step_count``,
         which must equal ``step``.
         """
         if step % self.schedule.steps_per_epoch == 0:
