@@ -13,7 +13,8 @@ import re
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from .config import COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, UNEVEN_MODES, WEIGHT_RULES, RunConfig
+from .config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, SERVER_OPTIMIZERS, UNEVEN_MODES, WEIGHT_RULES,
+                     RunConfig)
 from .partitioning import SCHEMES
 from .strategies import list_strategies
 
@@ -56,6 +57,10 @@ HELP = {
                      "sigma * i / (K - 1) on its normalised inputs (unit: standard deviations of the data)",
     "server_lr": "FedAvg server learning rate (1 is plain averaging)",
     "server_momentum": "FedAvgM server momentum in [0, 1)",
+    "server_optimizer": "FedAvg's server optimizer: sgd (FedAvg, FedAvgM), or FedOpt's adagrad, adam, yogi",
+    "server_beta1": "FedOpt (--server-optimizer adagrad/adam/yogi): first-moment decay in [0, 1)",
+    "server_beta2": "FedOpt (--server-optimizer adam/yogi): second-moment decay in [0, 1)",
+    "server_tau": "FedOpt (--server-optimizer adagrad/adam/yogi): adaptivity bound tau > 0",
     "uneven": "allreduce/reweighted with shards of unequal size: join (DDP Join: a finished rank sits out) "
               "or cycle (it starts its shard over)",
     "seed": "base seed of the partition, model, sampling and shuffles, >= 0",
@@ -104,7 +109,8 @@ def _model_names() -> list[str]:
 CHOICES = {
     "strategy": tuple(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
-    "compression": COMPRESSIONS, "device": DEVICES, "dtype": DTYPES, "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
+    "compression": COMPRESSIONS, "server_optimizer": SERVER_OPTIMIZERS, "device": DEVICES, "dtype": DTYPES,
+    "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {

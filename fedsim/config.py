@@ -18,6 +18,7 @@ UNEVEN_MODES = ("join", "cycle")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.compression` says what each is
+SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")  # FedAvg's server step; `fedsim.fedopt` says what each is
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,11 @@ class RunConfig:
         standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
     server_lr, server_momentum : float
         FedAvg's server optimizer (plain averaging is lr 1, momentum 0; FedAvgM sets momentum).
+    server_optimizer : {"sgd", "adagrad", "adam", "yogi"}
+        FedAvg's server optimizer: SGD, or FedOpt's FedAdagrad, FedAdam, FedYogi (`fedsim.fedopt`).
+    server_beta1, server_beta2, server_tau : float
+        FedOpt's moment decays and adaptivity bound (Reddi et al.'s beta1, beta2, tau; defaults
+        0.9, 0.99, 1e-3); beta2 is read by adam and yogi only.
     uneven : {"join", "cycle"}
         allreduce/reweighted with shards of different sizes: ``join`` lets a rank that has run out
         sit out the rest of the epoch (the sum is still divided by K, as DDP's ``Join`` does);
@@ -168,6 +174,10 @@ class RunConfig:
     feature_noise: float = 0.0
     server_lr: float = 1.0
     server_momentum: float = 0.0
+    server_optimizer: str = "sgd"
+    server_beta1: float = 0.9
+    server_beta2: float = 0.99
+    server_tau: float = 1e-3
     uneven: str = "join"
     seed: int = 0
     device: str = "cpu"
@@ -189,6 +199,7 @@ class RunConfig:
         check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
         check_choice("uneven", self.uneven, UNEVEN_MODES)
         check_choice("compression", self.compression, COMPRESSIONS)
+        check_choice("server_optimizer", self.server_optimizer, SERVER_OPTIMIZERS)
         check_choice("device", self.device, DEVICES)
         check_choice("dtype", self.dtype, DTYPES)
         check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
@@ -208,6 +219,9 @@ class RunConfig:
             "server_lr": dict(low=0.0, low_open=True),
             "momentum": dict(low=0.0, high=1.0),
             "server_momentum": dict(low=0.0, high=1.0),
+            "server_beta1": dict(low=0.0, high=1.0),
+            "server_beta2": dict(low=0.0, high=1.0),
+            "server_tau": dict(low=0.0, low_open=True),
             "weight_decay": dict(low=0.0),
             "mu": dict(low=0.0),
             "feature_noise": dict(low=0.0),
@@ -250,6 +264,7 @@ class RunConfig:
             value = getattr(self, name)
             if value != default and not strategy.reads(name, self.weights):
                 raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
+        self._check_server_optimizer()
         if self.powersgd_rank != 2 and self.compression != "powersgd":
             raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
         if self.sync_bn and self.weights == "dynamic":
@@ -319,6 +334,20 @@ class RunConfig:
     def from_toml(cls, path, **overrides) -> RunConfig:
         """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
         return cls.from_mapping(merge_settings(cls.read_toml(path), overrides), source=str(path))
+
+    def _check_server_optimizer(self) -> None:
+        """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""
+        adaptive = {"server_beta1": 0.9, "server_beta2": 0.99, "server_tau": 1e-3}
+        if self.server_optimizer == "sgd":
+            unread = [name for name, default in adaptive.items() if getattr(self, name) != default]
+        else:
+            unread = ["server_momentum"] if self.server_momentum != 0.0 else []
+            if self.server_optimizer == "adagrad" and self.server_beta2 != adaptive["server_beta2"]:
+                unread.append("server_beta2")
+        if unread:
+            name = unread[0]
+            raise ValueError(f"`{name}`={getattr(self, name)!r} does nothing with `server_optimizer`="
+                             f"{self.server_optimizer!r}; remove it or choose a server optimizer that reads it")
 
     def to_dict(self) -> dict:
         """Return every field as plain data (what ``config.json`` holds)."""

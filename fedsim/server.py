@@ -2,19 +2,21 @@
 
 allreduce and reweighted step the global model with the combined gradient, as the optimizer
 of a DDP script does; FedAvg steps it with the weighted mean delta as a pseudo-gradient. Both
-are one SGD optimizer over the global parameters; only its settings and its input differ.
+are one optimizer over the global parameters; only its settings and its input differ. FedAvg's
+may also be one of FedOpt's adaptive optimizers (`fedsim.fedopt`: FedAdagrad, FedAdam, FedYogi).
 """
 
 from __future__ import annotations
 
 import torch
 
+from .fedopt import FedOptAdaptive
 from .strategies import get_strategy
 from .training import loss_scaler
 
 
 class ServerOptimizer:
-    """SGD over the global parameters, fed a combined gradient or a mean delta.
+    """SGD (or FedOpt's adaptive optimizers) over the global parameters, fed a combined gradient or a mean delta.
 
     Parameters
     ----------
@@ -27,19 +29,27 @@ class ServerOptimizer:
         Plain FedAvg is lr 1 without momentum; FedAvgM (Hsu et al. 2019) adds momentum.
     scaler : torch.amp.GradScaler, optional
         The fp16 loss scaler whose scaled gradients `step_gradient` unscales.
+    optimizer : {"sgd", "adagrad", "adam", "yogi"}, default "sgd"
+        SGD, or FedOpt's `fedsim.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
     """
 
     def __init__(self, params, buffers=(), *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-                 scaler: torch.amp.GradScaler | None = None):
+                 scaler: torch.amp.GradScaler | None = None, optimizer: str = "sgd", beta1: float = 0.9,
+                 beta2: float = 0.99, tau: float = 1e-3):
         self.params, self.buffers = list(params), list(buffers)
-        self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        if optimizer == "sgd":
+            self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        else:
+            self.optimizer = FedOptAdaptive(self.params, rule=optimizer, lr=lr, beta1=beta1, beta2=beta2, tau=tau)
         self.scaler = scaler
 
     @classmethod
     def for_config(cls, config, params, buffers=(), device: torch.device | None = None) -> ServerOptimizer:
         """Return the server optimizer of ``config``'s strategy (its own lr and momentum)."""
         if get_strategy(config.strategy).local_training:
-            return cls(params, buffers, lr=config.server_lr, momentum=config.server_momentum)
+            return cls(params, buffers, lr=config.server_lr, momentum=config.server_momentum,
+                       optimizer=config.server_optimizer, beta1=config.server_beta1, beta2=config.server_beta2,
+                       tau=config.server_tau)
         device = device if device is not None else params[0].device
         return cls(params, buffers, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay,
                    scaler=loss_scaler(config.amp, device))

@@ -57,6 +57,10 @@ SETTINGS: dict[str, Setting] = {
     "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),
     "server_lr": Setting(_FEDAVG, "FedAvg's server learning rate"),
     "server_momentum": Setting(_FEDAVG, "FedAvg's server momentum, FedAvgM"),
+    "server_optimizer": Setting(_FEDAVG, "FedAvg's server optimizer (FedOpt)"),
+    "server_beta1": Setting(_FEDAVG, "FedOpt's first-moment decay"),
+    "server_beta2": Setting(_FEDAVG, "FedOpt's second-moment decay"),
+    "server_tau": Setting(_FEDAVG, "FedOpt's adaptivity bound"),
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
     "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
@@ -102,7 +106,7 @@ class Strategy:
             work = f"tau={config.local_steps} steps" if config.local_steps else f"E={config.local_epochs} epochs"
             prox = f", FedProx mu={config.mu}" if config.mu else ""
             return (f"{self.name}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
-                    f"{config.weights} weights, server SGD(lr={config.server_lr}, momentum={config.server_momentum})")
+                    f"{config.weights} weights, server {server_step(config)}")
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
             else config.weights
         return (f"{self.name}: 1 step of B={config.batch_size} per rank, {rule} weights, "
@@ -169,3 +173,13 @@ def unread_message(field: str, value, rules: Mapping[str, str], comparison: bool
         if setting.weights:
             way_out += f" with `weights`={setting.weights!r}"
     return f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); remove it or {way_out}"
+
+
+def server_step(config) -> str:
+    """Return FedAvg's server optimizer under ``config`` as a short text: SGD(...) or FedAdam(...) and the like."""
+    if config.server_optimizer == "sgd":
+        return f"SGD(lr={config.server_lr}, momentum={config.server_momentum})"
+    betas = f"beta1={config.server_beta1}" + ("" if config.server_optimizer == "adagrad"
+                                              else f", beta2={config.server_beta2}")
+    name = {"adagrad": "FedAdagrad", "adam": "FedAdam", "yogi": "FedYogi"}[config.server_optimizer]
+    return f"{name}(lr={config.server_lr}, {betas}, tau={config.server_tau})"

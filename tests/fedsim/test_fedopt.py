@@ -1,0 +1,67 @@
+"""FedOpt's server optimizers (Reddi et al., ICLR 2021) against their update rules, worked by hand."""
+
+import math
+
+import pytest
+import torch
+
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess import run
+from fedsim.server import ServerOptimizer
+
+from .numerics import EXACT
+
+BETA1, BETA2, TAU, LR = 0.9, 0.99, 1e-3, 0.1
+DELTAS = [0.5, -0.2]  # two rounds' mean delta of a one-element model
+
+
+def by_hand(rule: str) -> float:
+    """Algorithm 2 of the paper, one number at a time: m from 0, v from tau^2."""
+    x, m, v = 1.0, 0.0, TAU * TAU
+    for delta in DELTAS:
+        m = BETA1 * m + (1 - BETA1) * delta
+        if rule == "adagrad":
+            v = v + delta * delta
+        elif rule == "adam":
+            v = BETA2 * v + (1 - BETA2) * delta * delta
+        else:
+            v = v - (1 - BETA2) * delta * delta * math.copysign(1.0, v - delta * delta)
+        x = x + LR * m / (math.sqrt(v) + TAU)
+    return x
+
+
+@pytest.mark.parametrize("rule", ["adagrad", "adam", "yogi"])
+def test_each_adaptive_server_optimizer_follows_its_update_rule(rule):
+    param = torch.ones(1, dtype=torch.float64, requires_grad=True)
+    server = ServerOptimizer([param], optimizer=rule, lr=LR, beta1=BETA1, beta2=BETA2, tau=TAU)
+    for delta in DELTAS:
+        server.step_delta([torch.tensor([delta], dtype=torch.float64)])
+    assert float(param.detach()) == pytest.approx(by_hand(rule), rel=1e-14)
+
+
+DIGITS = {"strategy": "fedavg", "dataset": "digits", "model": "mlp", "num_partitions": 4, "rounds": 2,
+          "batch_size": 20, "lr": 0.1, "dtype": "float64"}
+
+
+def test_server_sgd_with_lr_1_is_fedavg_and_adam_resumes_its_moments(tmp_path):
+    plain = run(RunConfig(**DIGITS)).global_state
+    assert all(torch.equal(a, b) for a, b in zip(run(RunConfig(**DIGITS, server_optimizer="sgd")).global_state, plain))
+    adam = RunConfig(**DIGITS, server_optimizer="adam", server_lr=0.01)
+    run(adam.replace(rounds=1), tmp_path / "a")
+    resumed = run(adam, tmp_path / "a", resume=True)
+    torch.testing.assert_close(resumed.global_state, run(adam).global_state, **EXACT)
+    assert resumed.summary["final_test_accuracy"] > 0.5
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"server_optimizer": "adam", "server_momentum": 0.9}, "`server_momentum`=0.9 does nothing with "
+                                                          "`server_optimizer`='adam'"),
+    ({"server_tau": 0.01}, "`server_tau`=0.01 does nothing with `server_optimizer`='sgd'"),
+    ({"server_optimizer": "adagrad", "server_beta2": 0.9}, "`server_beta2`=0.9 does nothing"),
+    ({"server_optimizer": "rmsprop"}, "`server_optimizer`"),
+    ({"server_optimizer": "adam", "server_beta1": 1.0}, "`server_beta1`"),
+    ({"strategy": "allreduce", "server_optimizer": "adam"}, "`server_optimizer`='adam'"),
+])
+def test_a_server_optimizer_setting_that_is_not_read_is_refused(settings, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        RunConfig(**{**DIGITS, **settings})
