@@ -337,13 +337,13 @@ class RunConfig:
 
     def _check_server_optimizer(self) -> None:
         """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""
-        adaptive = {"server_beta1": 0.9, "server_beta2": 0.99, "server_tau": 1e-3}
+        changed = {name for name in ("server_momentum", "server_beta1", "server_beta2", "server_tau")
+                   if getattr(self, name) != _FIELD_DEFAULTS[name]}
         if self.server_optimizer == "sgd":
-            unread = [name for name, default in adaptive.items() if getattr(self, name) != default]
+            unread = sorted(changed - {"server_momentum"})
         else:
-            unread = ["server_momentum"] if self.server_momentum != 0.0 else []
-            if self.server_optimizer == "adagrad" and self.server_beta2 != adaptive["server_beta2"]:
-                unread.append("server_beta2")
+            unread = sorted(changed & ({"server_momentum", "server_beta2"} if self.server_optimizer == "adagrad"
+                                       else {"server_momentum"}))
         if unread:
             name = unread[0]
             raise ValueError(f"`{name}`={getattr(self, name)!r} does nothing with `server_optimizer`="

@@ -21,7 +21,6 @@ from flwr.clientapp import ClientApp
 from ...build import RunSetup
 from ...client import evaluate, state_tensors
 from ...config import RunConfig
-from ...schedule import micro_batch_count
 from ..inprocess.loop import build_rounds
 from .records import buffer_names, from_record, gradient_names, state_names, to_record
 
@@ -86,19 +85,12 @@ class ClientWorker:
         rounds = self.rounds
         with torch.no_grad():
             torch._foreach_copy_(rounds.global_state, from_record(global_record, self.names, rounds.global_state))
-        rounds.step_count = step  # the rank's randomness at this step follows from it
-        batch = rounds.schedule.batch(client, step)
-        if batch is None or not batch.numel():
-            raise ValueError(f"partition {client} has no batch at step {step}: it sits that step out")
-        parts = micro_batch_count(rounds.schedule.batch_sizes(step), self.config.micro_batches)
-        rounds.server.zero_grad()
-        result = rounds.rank_gradient(client, batch, 1.0, parts)
+        result = rounds.client_gradient(client, step)
         # one record, as Flower's strategies expect one per reply: the names of parameters and buffers differ
         records = {"arrays": to_record([*self.gradient_names, *self.buffer_names],
                                        [*(param.grad for param in rounds.params), *rounds.buffers])}
-        counts = {"num-examples": int(batch.numel()), "partition-id": client, "samples": int(batch.numel()),
-                  "loss-sum": float(result.loss_sum),
-                  "mean-loss": float(result.weighted_mean_loss)}
+        counts = {"num-examples": int(result.samples), "partition-id": client, "samples": int(result.samples),
+                  "loss-sum": float(result.loss_sum), "mean-loss": float(result.weighted_mean_loss)}
         return records, counts
 
 

@@ -270,6 +270,21 @@ class GradientRounds(GradientCheckpoint):
                 noise_sigma=float(self.noise[rank]), amp=self.config.amp, scaler=self.server.scaler,
             ) for part in torch.tensor_split(batch, parts)), start=LocalGradient.zero())
 
+    def client_gradient(self, rank: int, step: int) -> LocalGradient:
+        """Leave in ``.grad`` rank ``rank``'s unweighted gradient at global ``step``, from the model as it is.
+
+        What one rank computes at a step, where its gradient travels to be weighed elsewhere (a
+        Flower client, whose model holds the global parameters and the statistics the step
+        starts from).
+        """
+        self.step_count = step  # the rank's randomness at this step follows from it
+        batch = self.schedule.batch(rank, step)
+        if batch is None or not batch.numel():
+            raise ValueError(f"partition {rank} has no batch at step {step}: it sits that step out")
+        self.server.zero_grad()
+        parts = micro_batch_count(self.schedule.batch_sizes(step), self.config.micro_batches)
+        return self.rank_gradient(rank, batch, 1.0, parts)
+
     def combine(self, gradients, active, rank_means) -> None:
         """Leave in ``.grad`` the weighted sum of the ranks' separate gradients, compressed as DDP's hook would."""
         scores = None
