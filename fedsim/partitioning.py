@@ -6,23 +6,26 @@ import numpy as np
 
 import partitions
 
-SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity")
+SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity",
+           "extended-dirichlet", "balanced-dirichlet")
 
-#: fedsim's #C=k is NIID-Bench's: partition i holds class i mod C, then k - 1 others at random, so
-#: every class is held once there are as many partitions as classes. `partitions.pathological`
-#: keeps flwr-datasets' default, "random", which with 10 partitions, 10 classes and k = 2 leaves
-#: a class held by no one in three draws out of four.
+#: fedsim's #C=k, in "pathological" and "extended-dirichlet", is NIID-Bench's: partition i holds class i mod C,
+#: then k - 1 others at random, so every class is held once there are as many partitions as classes.
+#: `partitions.pathological` keeps flwr-datasets' default, "random", which with 10 partitions, 10
+#: classes and k = 2 leaves a class held by no one in three draws out of four.
 CLASS_ASSIGNMENT_MODE = "first-deterministic"
 
 # The partition settings that only some schemes read, and what each is; a config that sets one
 # for a scheme that does not read it is refused rather than silently ignored.
 SCHEME_SETTINGS = {
-    "alpha": (("dirichlet", "quantity"), "the Dirichlet concentration"),
-    "min_partition_size": (("dirichlet", "quantity"), "the smallest partition a Dirichlet draw may give"),
-    "max_tries": (("dirichlet", "quantity"), "the number of Dirichlet draws made to reach the minimum size"),
+    "alpha": (("dirichlet", "quantity", "extended-dirichlet", "balanced-dirichlet"), "the Dirichlet concentration"),
+    "min_partition_size": (("dirichlet", "quantity", "extended-dirichlet"),
+                           "the smallest partition a Dirichlet draw may give"),
+    "max_tries": (("dirichlet", "quantity", "extended-dirichlet"),
+                  "the number of Dirichlet draws made to reach the minimum size"),
     "self_balancing": (("dirichlet",), "NIID-Bench's balance step of the Dirichlet split"),
-    "classes_per_partition": (("pathological",), "k of #C=k"),
-    "class_assignment_mode": (("pathological",), "how #C=k picks each partition's classes"),
+    "classes_per_partition": (("pathological", "extended-dirichlet"), "k of #C=k"),
+    "class_assignment_mode": (("pathological", "extended-dirichlet"), "how #C=k picks each partition's classes"),
     "shards_per_partition": (("shards",), "the shards each partition is dealt"),
 }
 
@@ -36,7 +39,7 @@ def check_scheme_settings(scheme: str | None, settings: dict, defaults: dict) ->
     --------
     >>> check_scheme_settings("iid", {"alpha": 0.1}, {"alpha": 0.5})
     Traceback (most recent call last):
-    ValueError: `alpha`=0.1 does nothing with `partition`='iid' (it is the Dirichlet concentration of dirichlet and quantity); remove it or use `partition`='dirichlet'
+    ValueError: `alpha`=0.1 does nothing with `partition`='iid' (it is the Dirichlet concentration of dirichlet, quantity, extended-dirichlet and balanced-dirichlet); remove it or use `partition`='dirichlet'
     """
     if scheme is None:
         given = [name for name in ("partition", *SCHEME_SETTINGS) if settings.get(name, defaults[name]) != defaults[name]]
@@ -48,8 +51,13 @@ def check_scheme_settings(scheme: str | None, settings: dict, defaults: dict) ->
         if name in settings and settings[name] != defaults[name] and scheme not in schemes:
             raise ValueError(
                 f"`{name}`={settings[name]!r} does nothing with `partition`={scheme!r} (it is {purpose} of "
-                f"{' and '.join(schemes)}); remove it or use `partition`={schemes[0]!r}"
+                f"{_and(schemes)}); remove it or use `partition`={schemes[0]!r}"
             )
+
+
+def _and(names) -> str:
+    """Return ``a``, ``a and b`` or ``a, b and c``."""
+    return " and ".join(filter(None, (", ".join(names[:-1]), names[-1])))
 
 
 def make_partition(
@@ -75,18 +83,24 @@ def make_partition(
     ----------
     labels : array_like
         Class ids, or a multi-hot (samples x classes) matrix.
-    scheme : {"iid", "dirichlet", "pathological", "shards", "quantity"}
+    scheme : {"iid", "dirichlet", "pathological", "shards", "quantity", "extended-dirichlet", "balanced-dirichlet"}
+        ``"extended-dirichlet"`` is #C=k + Dir(alpha) (`partitions.extended_dirichlet`);
+        ``"balanced-dirichlet"`` is Dir(alpha) label skew with equal partition sizes
+        (`partitions.balanced_dirichlet`).
     num_partitions : int
     alpha : float, default 0.5
-        Dirichlet concentration of ``"dirichlet"`` (labels) and ``"quantity"`` (sizes).
+        Dirichlet concentration of ``"dirichlet"``, ``"extended-dirichlet"`` and
+        ``"balanced-dirichlet"`` (labels) and ``"quantity"`` (sizes).
     classes_per_partition : int, default 2
-        k of ``"pathological"`` #C=k.
+        k of ``"pathological"`` and ``"extended-dirichlet"`` #C=k.
     class_assignment_mode : str, default "first-deterministic"
-        How ``"pathological"`` picks each partition's classes (see `partitions.pathological`).
-        The default is NIID-Bench's #C=k, which holds every class once there are as many
-        partitions as classes, unlike `partitions.pathological`'s own default, ``"random"``.
+        How ``"pathological"`` and ``"extended-dirichlet"`` pick each partition's classes (see
+        `partitions.pathological`). The default is NIID-Bench's #C=k, which holds every class once
+        there are as many partitions as classes, unlike `partitions.pathological`'s own default,
+        ``"random"``.
     min_partition_size, max_tries : int, default 10
-        Smallest partition ``"dirichlet"`` and ``"quantity"`` accept, and how many draws they make.
+        Smallest partition ``"dirichlet"``, ``"quantity"`` and ``"extended-dirichlet"`` accept, and
+        how many draws they make.
     self_balancing : bool, default False
         NIID-Bench's balance step of single-label ``"dirichlet"``.
     shards_per_partition : int, default 2
@@ -116,7 +130,7 @@ def make_partition(
     if scheme == "dirichlet":
         return partitions.dirichlet(labels, num_partitions, alpha, min_partition_size=min_partition_size,
                                     self_balancing=self_balancing, max_tries=max_tries, seed=seed)
-    if scheme in ("pathological", "shards") and multilabel:
+    if scheme in ("pathological", "shards", "extended-dirichlet", "balanced-dirichlet") and multilabel:
         raise ValueError(f"`scheme`={scheme!r} needs single-label data; use 'dirichlet' or 'iid' for multi-label")
     if scheme == "pathological":
         return partitions.pathological(
@@ -124,6 +138,14 @@ def make_partition(
         )
     if scheme == "shards":
         return partitions.shards(labels, num_partitions, shards_per_partition, seed=seed)
+    if scheme == "extended-dirichlet":
+        return partitions.extended_dirichlet(
+            labels, num_partitions, num_classes_per_partition=classes_per_partition, alpha=alpha,
+            class_assignment_mode=class_assignment_mode, min_partition_size=min_partition_size, max_tries=max_tries,
+            seed=seed,
+        )
+    if scheme == "balanced-dirichlet":
+        return partitions.balanced_dirichlet(labels, num_partitions, alpha=alpha, seed=seed)
     raise ValueError(f"unknown `scheme`={scheme!r}; known: {', '.join(SCHEMES)}")
 
 

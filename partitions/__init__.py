@@ -4,7 +4,9 @@ Import without any deep-learning framework: ``partitions`` needs numpy and scipy
 (matplotlib only for `partitions.plot`).
 """
 
+from .balanced_dirichlet import balanced_dirichlet
 from .dirichlet import dirichlet
+from .extended_dirichlet import extended_dirichlet
 from .iid import iid
 from .multilabel import multilabel_dirichlet
 from .noise import feature_noise_levels
@@ -15,7 +17,9 @@ from .shards import shards
 
 __all__ = [
     "Partition",
+    "balanced_dirichlet",
     "dirichlet",
+    "extended_dirichlet",
     "feature_noise_levels",
     "iid",
     "multilabel_dirichlet",

@@ -90,7 +90,8 @@ class Partition(Sequence):
 
         Examples
         --------
-        >>> from partitions import dirichlet, iid, multilabel_dirichlet, pathological, quantity_skew, shards
+        >>> from partitions import (balanced_dirichlet, dirichlet, extended_dirichlet, iid, multilabel_dirichlet,
+        ...                         pathological, quantity_skew, shards)
         >>> labels = np.repeat(np.arange(4), 25)
         >>> iid(labels, 4, seed=0).describe()
         'IID'
@@ -102,6 +103,11 @@ class Partition(Sequence):
         'Dir(0.5), self-balancing'
         >>> pathological(labels, 4, 2, seed=0).describe()
         '#C=2'
+        >>> extended_dirichlet(labels, 4, num_classes_per_partition=2, alpha=0.5, min_partition_size=0,
+        ...                    seed=0).describe()
+        '#C=2 Dir(0.5)'
+        >>> balanced_dirichlet(labels, 4, alpha=0.5, seed=0).describe()
+        'balanced Dir(0.5)'
         >>> shards(labels, 4, seed=0).describe()
         'shards(2 per client)'
         >>> quantity_skew(labels, 4, alpha=0.5, min_partition_size=0, seed=0).describe()
@@ -122,6 +128,9 @@ class Partition(Sequence):
             return f"{prefix}({alpha})" + (", self-balancing" if params.get("self_balancing") else "")
         if self.scheme == "pathological" and "num_classes_per_partition" in params:
             return f"#C={params['num_classes_per_partition']}"
+        if self.scheme == "extended_dirichlet" and "num_classes_per_partition" in params:
+            alpha = _concentration_label(params.get("alpha"), "class")
+            return self.scheme if alpha is None else f"#C={params['num_classes_per_partition']} Dir({alpha})"
         if self.scheme == "shards" and "shards_per_partition" in params:
             return f"shards({params['shards_per_partition']} per client)"
         return self.scheme
@@ -255,6 +264,7 @@ class Partition(Sequence):
 
 #: Label prefix of each Dirichlet scheme, and what its per-entry concentration vector runs over.
 _DIRICHLET_SCHEMES = {
+    "balanced_dirichlet": ("balanced Dir", "class"),
     "dirichlet": ("Dir", "class"),
     "multilabel_dirichlet": ("multi-label Dir", "class"),
     "quantity_skew": ("quantity Dir", "partition"),

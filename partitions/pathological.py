@@ -70,17 +70,43 @@ def pathological(
     """
     labels = check_labels(labels)
     num_partitions = check_num_partitions(num_partitions, labels.size)
-    k = check_integer("num_classes_per_partition", num_classes_per_partition)
-    num_classes = int(labels.max()) + 1
-    present = np.flatnonzero(np.bincount(labels, minlength=num_classes))
-    if k > present.size:
-        raise ValueError(
-            f"`num_classes_per_partition`={k} exceeds the {present.size} classes in `labels`; "
-            f"use a value between 1 and {present.size}"
-        )
+    k = check_classes_per_partition(num_classes_per_partition, labels)
     check_choice("class_assignment_mode", class_assignment_mode, CLASS_ASSIGNMENT_MODES)
     seed = check_seed(seed)
     rng = np.random.default_rng(seed)
+    order, class_sizes, holds = hold_classes(labels, num_partitions, k, class_assignment_mode, rng)
+    counts = _even_split_counts(holds, class_sizes)
+    params = {
+        "num_partitions": num_partitions,
+        "num_classes_per_partition": k,
+        "class_assignment_mode": class_assignment_mode,
+    }
+    return Partition(split_class_blocks(order, class_sizes, counts), labels.size, "pathological", params, seed)
+
+
+def check_classes_per_partition(num_classes_per_partition, labels: np.ndarray) -> int:
+    """Return ``k`` after checking it is between 1 and the number of classes present in ``labels``."""
+    k = check_integer("num_classes_per_partition", num_classes_per_partition)
+    present = np.count_nonzero(np.bincount(labels))
+    if k > present:
+        raise ValueError(
+            f"`num_classes_per_partition`={k} exceeds the {present} classes in `labels`; "
+            f"use a value between 1 and {present}"
+        )
+    return k
+
+
+def hold_classes(
+    labels: np.ndarray, num_partitions: int, k: int, class_assignment_mode: str, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Choose each partition's ``k`` classes; return the class blocks, the class sizes and who holds what.
+
+    The first two are `class_blocks`'s; the third is a (partitions x classes) boolean table. A
+    class held by more partitions than it has samples is an error; a class held by no partition
+    is left out with a warning, which points at the caller of the public partitioner.
+    """
+    num_classes = int(labels.max()) + 1
+    present = np.flatnonzero(np.bincount(labels, minlength=num_classes))
     order, class_sizes = class_blocks(labels, num_classes, rng)
     chosen = _choose_classes(num_partitions, present.size, k, class_assignment_mode, rng)
     holds = np.zeros((num_partitions, num_classes), dtype=bool)
@@ -102,15 +128,9 @@ def pathological(
             f"`class_assignment_mode`='first-deterministic' or 'deterministic' with `num_partitions` >= "
             f"{present.size}, or a larger `num_classes_per_partition`",
             UserWarning,
-            stacklevel=2,
+            stacklevel=3,  # this function, the public partitioner, then the user's call
         )
-    counts = _even_split_counts(holds, class_sizes)
-    params = {
-        "num_partitions": num_partitions,
-        "num_classes_per_partition": k,
-        "class_assignment_mode": class_assignment_mode,
-    }
-    return Partition(split_class_blocks(order, class_sizes, counts), labels.size, "pathological", params, seed)
+    return order, class_sizes, holds
 
 
 def _choose_classes(num_partitions: int, num_classes: int, k: int, mode: str, rng: np.random.Generator) -> np.ndarray:

@@ -3,7 +3,9 @@ import pytest
 
 from partitions import (
     Partition,
+    balanced_dirichlet,
     dirichlet,
+    extended_dirichlet,
     iid,
     multilabel_dirichlet,
     pathological,
@@ -30,6 +32,12 @@ LABELS = np.repeat(np.arange(5), 40)
          "quantity Dir(α per partition)"),
         (lambda: multilabel_dirichlet(np.eye(5, dtype=bool)[LABELS], 4, alpha=2.0, min_partition_size=0, seed=0),
          "multi-label Dir(2)"),
+        (lambda: extended_dirichlet(LABELS, 5, num_classes_per_partition=2, alpha=0.5, min_partition_size=0, seed=0),
+         "#C=2 Dir(0.5)"),
+        (lambda: extended_dirichlet(LABELS, 5, num_classes_per_partition=3, alpha=[0.1, 1, 1, 1, 1],
+                                    min_partition_size=0, seed=0), "#C=3 Dir(α per class)"),
+        (lambda: balanced_dirichlet(LABELS, 4, alpha=0.5, seed=0), "balanced Dir(0.5)"),
+        (lambda: balanced_dirichlet(LABELS, 4, alpha=[2] * 5, seed=0), "balanced Dir(2)"),
     ],
 )
 def test_describe_gives_the_scheme_in_the_notation_of_papers_and_survives_a_save(make, label, tmp_path):
@@ -47,6 +55,9 @@ def test_describe_gives_the_scheme_in_the_notation_of_papers_and_survives_a_save
         ("quantity_skew", {"alpha": []}),
         ("pathological", {"num_partitions": 2}),
         ("shards", {}),
+        ("extended_dirichlet", {"num_classes_per_partition": 2}),  # no alpha
+        ("extended_dirichlet", {"alpha": 0.5}),  # no k
+        ("balanced_dirichlet", {"alpha": "high"}),
     ],
 )
 def test_describe_falls_back_to_the_scheme_name_when_the_parameters_say_nothing(scheme, params):
