@@ -37,12 +37,19 @@ ARMS = {
     "reweighted-dynamic": {"strategy": "reweighted", "weights": "dynamic"},
     "fedavg": {"strategy": "fedavg"},
     "fedprox": {"strategy": "fedavg", "mu": 0.01},  # NIID-Bench's and Flower's baseline mu for FMNIST
+    "scaffold": {"strategy": "scaffold"},
+    "fednova": {"strategy": "fednova"},
+    "moon": {"strategy": "moon"},  # mu 1, temperature 0.5
+    # FedOpt's server optimizers over FedAvg's round, one server learning rate for the three
+    "fedadagrad": {"strategy": "fedavg", "server_optimizer": "adagrad", "server_lr": 0.01},
+    "fedadam": {"strategy": "fedavg", "server_optimizer": "adam", "server_lr": 0.01},
+    "fedyogi": {"strategy": "fedavg", "server_optimizer": "yogi", "server_lr": 0.01},
 }
 
-#: quick: the embedded mnist-5k, about 20 minutes on 2 CPU cores. niid-bench: NIID-Bench's
+#: quick: the embedded mnist-5k, about 40 minutes on 2 CPU cores. niid-bench: NIID-Bench's
 #: published setting (10 parties, all in every round, simple-cnn, batch 64, SGD lr 0.01 momentum
 #: 0.9 weight decay 1e-5, 10 local epochs, 50 rounds; 3 seeds; best accuracy over rounds) on
-#: Fashion-MNIST.
+#: Fashion-MNIST, with NIID-Bench's four algorithms (FedAvg, FedProx, SCAFFOLD, FedNova).
 PRESETS = {
     "quick": {"settings": {"dataset": "mnist-5k", "model": "mlp", "num_partitions": 10, "rounds": 15,
                            "batch_size": 10, "lr": 0.05, "local_epochs": 1},
@@ -50,7 +57,8 @@ PRESETS = {
     "niid-bench": {"settings": {"dataset": "fashion-mnist", "model": "simple-cnn", "num_partitions": 10,
                                 "rounds": 50, "batch_size": 64, "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-5,
                                 "local_epochs": 10},
-                   "seeds": 3, "target": 0.8, "arms": ["fedavg", "fedprox"], "schemes": list(GRID_SCHEMES)},
+                   "seeds": 3, "target": 0.8, "arms": ["fedavg", "fedprox", "scaffold", "fednova"],
+                   "schemes": list(GRID_SCHEMES)},
 }
 
 

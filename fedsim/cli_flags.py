@@ -24,7 +24,8 @@ PARTITION_FIELDS = (
 )
 # What each setting means, in its unit; the default is appended from the field (or given here).
 HELP = {
-    "strategy": "allreduce (DDP all-reduce), reweighted (re-weighted gradients) or fedavg (FedAvg rounds)",
+    "strategy": "allreduce (DDP all-reduce), reweighted (re-weighted gradients), fedavg (FedAvg rounds), or FedAvg's "
+                "round as scaffold (SCAFFOLD), fednova (FedNova) or moon (MOON)",
     "dataset": "dataset name; `fedsim datasets` lists them and where each is read from",
     "data_root": "folder the on-disk datasets are read from (default $FEDSIM_DATA or ~/.cache/fedsim/data)",
     "download": "let torchvision download a missing dataset (needs a network)",
@@ -32,12 +33,14 @@ HELP = {
     "norm": "normalisation layers (default: the model's own)",
     "partition": "how the training labels are split over the K partitions",
     "num_partitions": "clients or ranks K",
-    "alpha": "Dirichlet concentration, > 0: small is skewed (dirichlet, quantity)",
-    "classes_per_partition": "k of pathological #C=k: classes per partition",
+    "alpha": "Dirichlet concentration, > 0: small is skewed (dirichlet, quantity, extended-dirichlet, "
+             "balanced-dirichlet)",
+    "classes_per_partition": "k of #C=k: classes per partition (pathological, extended-dirichlet)",
     "class_assignment_mode": "how #C=k picks classes; first-deterministic is NIID-Bench's (partition i holds i mod C)",
-    "min_partition_size": "smallest partition a Dirichlet draw may give, in samples (dirichlet, quantity)",
+    "min_partition_size": "smallest partition a Dirichlet draw may give, in samples (dirichlet, quantity, "
+                          "extended-dirichlet)",
     "self_balancing": "NIID-Bench's balance step of the Dirichlet split (dirichlet)",
-    "max_tries": "Dirichlet draws made to reach --min-partition-size (dirichlet, quantity)",
+    "max_tries": "Dirichlet draws made to reach --min-partition-size (dirichlet, quantity, extended-dirichlet)",
     "shards_per_partition": "McMahan shards dealt to each partition (shards)",
     "rounds": "rounds; each is FedAvg's round of samples, and every strategy reports after each",
     "local_epochs": "FedAvg local epochs E per round",
@@ -53,6 +56,8 @@ HELP = {
     "dynamic_rule": "--weights dynamic: score each rank by its loss or its gradient's cosine to the mean",
     "temperature": "--weights dynamic: softmax temperature, > 0",
     "mu": "FedProx proximal weight, >= 0 (fedavg)",
+    "moon_mu": "MOON's contrastive-loss weight mu, > 0 (moon)",
+    "moon_temperature": "MOON's contrastive-loss temperature, > 0 (moon)",
     "feature_noise": "NIID-Bench feature-noise skew: partition i gets Gaussian noise of standard deviation "
                      "sigma * i / (K - 1) on its normalised inputs (unit: standard deviations of the data)",
     "server_lr": "FedAvg server learning rate (1 is plain averaging)",
@@ -114,7 +119,7 @@ CHOICES = {
 }
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {
-    "num_classes_per_partition": "classes_per_partition",  # partitions.pathological
+    "num_classes_per_partition": "classes_per_partition",  # partitions.pathological, extended_dirichlet
     "scheme": "partition",  # fedsim.partitioning.make_partition
     "root": "data_root",  # fedsim.data.load_dataset
 }

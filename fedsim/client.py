@@ -7,6 +7,7 @@ copies, and batches are drawn by indexing in-memory tensors (no DataLoader worke
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -89,6 +90,8 @@ def client_update(
     noise_sigma: float = 0.0,
     return_delta: bool = True,
     scaler: torch.amp.GradScaler | None = None,
+    correction: list[torch.Tensor] | None = None,
+    contrast=None,
 ) -> ClientUpdate:
     """Train ``model`` from ``global_state`` on the client's samples and return the delta.
 
@@ -124,6 +127,11 @@ def client_update(
         The fp16 loss scaler to use on CUDA with ``amp``; pass one that lives across clients so
         each client does not restart from the initial scale (and skip its first steps). A new
         one is made when omitted.
+    correction : list of Tensor, optional
+        SCAFFOLD's ``c - c_k``, one tensor per parameter: every optimizer step is followed by
+        ``param -= lr * correction`` (`fedsim.algorithms.Scaffold`).
+    contrast : fedsim.moon.ModelContrast, optional
+        MOON's contrastive term, added to each sample's loss (`fedsim.algorithms.Moon`).
 
     Returns
     -------
@@ -146,14 +154,16 @@ def client_update(
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0
-    with seeded_global_rng(derive_seed(seed, Stream.CLIENT_DROPOUT, round, client), device):
+    with seeded_global_rng(derive_seed(seed, Stream.CLIENT_DROPOUT, round, client), device), \
+            contrast.training(model) if contrast is not None else contextlib.nullcontext():
         for batch in _batches(shard, training, generator):
             opt.zero_grad(set_to_none=True)
             for chunk in batch.chunk(training.micro_batches):
                 # each chunk's summed loss over the whole batch's size: the batch mean
                 loss_sum += local_gradient(model, data, chunk, task=task, generator=generator,
                                            weight=1.0 / batch.numel(), class_weights=class_weights,
-                                           noise_sigma=noise_sigma, amp=training.amp, scaler=scaler).loss_sum
+                                           noise_sigma=noise_sigma, amp=training.amp, scaler=scaler,
+                                           contrast=contrast).loss_sum
             if scaler and anchors is not None:
                 scaler.unscale_(opt)  # the proximal term must be added to true, not scaled, gradients
             if anchors is not None:
@@ -165,6 +175,9 @@ def client_update(
                 scaler.update()
             else:
                 opt.step()
+            if correction is not None:
+                with torch.no_grad():
+                    torch._foreach_add_(list(model.parameters()), correction, alpha=-training.optimizer.lr)
             processed += batch.numel()
             steps += 1
 

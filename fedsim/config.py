@@ -32,7 +32,11 @@ class RunConfig:
     ===================  ==========================================================
     strategy             its own fields
     ===================  ==========================================================
-    ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum
+    ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum, server_optimizer,
+                         server_beta1, server_beta2, server_tau
+    ``scaffold``,        as fedavg without mu (``fednova`` reads ``momentum`` into its normalisation)
+    ``fednova``
+    ``moon``             as fedavg without mu; moon_mu, moon_temperature
     ``allreduce``        uneven, fused, compression, powersgd_rank, sync_bn
     ``reweighted``       uneven, fused, compression, powersgd_rank, sync_bn; dynamic_rule, temperature with
                          ``weights="dynamic"``
@@ -42,7 +46,8 @@ class RunConfig:
 
     Parameters
     ----------
-    strategy : {"allreduce", "reweighted", "fedavg"}
+    strategy : {"allreduce", "reweighted", "fedavg", "scaffold", "fednova", "moon"}
+        `fedsim.strategies`; scaffold, fednova and moon are FedAvg's round changed by `fedsim.algorithms`.
     dataset, model : str
         Registry names (`fedsim datasets`, `fedsim models`).
     data_root : str, optional
@@ -60,7 +65,8 @@ class RunConfig:
     norm : str, optional
         Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
     partition : str
-        Partition scheme: iid, dirichlet, pathological, shards or quantity.
+        Partition scheme: iid, dirichlet, pathological, shards, quantity, extended-dirichlet (#C=k with
+        Dir(alpha) among a partition's classes) or balanced-dirichlet (Dir(alpha) with equal sizes).
     alpha, classes_per_partition, num_partitions, min_partition_size, shards_per_partition
         The partition's parameters, as `fedsim partition` takes them.
     class_assignment_mode : {"first-deterministic", "random", "deterministic"}
@@ -72,7 +78,7 @@ class RunConfig:
     self_balancing : bool
         Dirichlet partition: NIID-Bench's balance step (`partitions.dirichlet`).
     max_tries : int
-        Dirichlet and quantity partitions: draws made to meet ``min_partition_size``.
+        Dirichlet, extended-Dirichlet and quantity partitions: draws made to meet ``min_partition_size``.
     rounds : int
         Rounds to run; every strategy reports once per round, after a FedAvg round's worth of
         samples (``fraction * local_epochs * N``, or ``fraction * K * local_steps * batch_size``).
@@ -95,6 +101,8 @@ class RunConfig:
         rank's mean loss (``"loss"``) or the cosine of its gradient to the mean gradient (``"cosine"``).
     mu : float
         FedAvg's FedProx proximal weight.
+    moon_mu, moon_temperature : float
+        MOON's contrastive-loss weight and temperature (Li et al.'s mu and tau; defaults 1 and 0.5).
     feature_noise : float
         NIID-Bench's feature-noise skew: partition ``i`` of ``K`` gets Gaussian input noise of
         standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
@@ -171,6 +179,8 @@ class RunConfig:
     dynamic_rule: str = "loss"
     temperature: float = 1.0
     mu: float = 0.0
+    moon_mu: float = 1.0
+    moon_temperature: float = 0.5
     feature_noise: float = 0.0
     server_lr: float = 1.0
     server_momentum: float = 0.0
@@ -224,6 +234,8 @@ class RunConfig:
             "server_tau": dict(low=0.0, low_open=True),
             "weight_decay": dict(low=0.0),
             "mu": dict(low=0.0),
+            "moon_mu": dict(low=0.0, low_open=True),
+            "moon_temperature": dict(low=0.0, low_open=True),
             "feature_noise": dict(low=0.0),
             "temperature": dict(low=0.0, low_open=True),
             "alpha": dict(low=0.0, low_open=True),

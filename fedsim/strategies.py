@@ -1,4 +1,4 @@
-"""The three strategies, each one configuration of the FedOpt round loop (Reddi et al., ICLR 2021).
+"""The strategies, each one configuration of the FedOpt round loop (Reddi et al., ICLR 2021).
 
 =============  ===========================  ==========================================  ========================
 strategy       local work per round         weights                                     server optimizer
@@ -6,9 +6,14 @@ strategy       local work per round         weights                             
 ``allreduce``  one step per rank, repeated  equal (1/K)                                 SGD(lr, momentum, wd)
 ``reweighted`` one step per rank, repeated  size, class-balanced, dynamic (or equal)    SGD(lr, momentum, wd)
 ``fedavg``     E local epochs (or tau)      n_k / n (or equal)                          SGD(server_lr, server_momentum)
+                                                                                        or FedAdagrad/Adam/Yogi
+``scaffold``   as fedavg, drift-corrected   as fedavg                                   as fedavg
+``fednova``    as fedavg                    as fedavg, normalised by local steps        as fedavg
+``moon``       as fedavg, contrastive loss  as fedavg                                   as fedavg
 =============  ===========================  ==========================================  ========================
 
-With plain SGD, tau = 1 and equal weights, fedavg's arithmetic equals allreduce's.
+With plain SGD, tau = 1 and equal weights, fedavg's arithmetic equals allreduce's. What
+scaffold, fednova and moon change in FedAvg's round is `fedsim.algorithms`.
 
 Most `fedsim.config.RunConfig` fields mean the same to every strategy. The few that do not are
 listed once, in `SETTINGS`: which strategies read each, under which weight rule, and what it is.
@@ -47,20 +52,24 @@ class Setting:
 
 
 _FEDAVG = frozenset({"fedavg"})
+#: The strategies that train clients locally for a round: FedAvg and the algorithms built on its round.
+LOCAL = frozenset({"fedavg", "scaffold", "fednova", "moon"})
 _GRADIENT = frozenset({"allreduce", "reweighted"})
 
 #: The strategy-specific fields of `fedsim.config.RunConfig`; every other field is read by every strategy.
 SETTINGS: dict[str, Setting] = {
-    "fraction": Setting(_FEDAVG, "FedAvg's fraction C of clients sampled per round"),
-    "local_epochs": Setting(_FEDAVG, "FedAvg's local epochs E per round"),
-    "local_steps": Setting(_FEDAVG, "FedAvg's local steps tau per round"),
+    "fraction": Setting(LOCAL, "FedAvg's fraction C of clients sampled per round"),
+    "local_epochs": Setting(LOCAL, "FedAvg's local epochs E per round"),
+    "local_steps": Setting(LOCAL, "FedAvg's local steps tau per round"),
     "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),
-    "server_lr": Setting(_FEDAVG, "FedAvg's server learning rate"),
-    "server_momentum": Setting(_FEDAVG, "FedAvg's server momentum, FedAvgM"),
-    "server_optimizer": Setting(_FEDAVG, "FedAvg's server optimizer (FedOpt)"),
-    "server_beta1": Setting(_FEDAVG, "FedOpt's first-moment decay"),
-    "server_beta2": Setting(_FEDAVG, "FedOpt's second-moment decay"),
-    "server_tau": Setting(_FEDAVG, "FedOpt's adaptivity bound"),
+    "server_lr": Setting(LOCAL, "FedAvg's server learning rate"),
+    "server_momentum": Setting(LOCAL, "FedAvg's server momentum, FedAvgM"),
+    "server_optimizer": Setting(LOCAL, "FedAvg's server optimizer (FedOpt)"),
+    "server_beta1": Setting(LOCAL, "FedOpt's first-moment decay"),
+    "server_beta2": Setting(LOCAL, "FedOpt's second-moment decay"),
+    "server_tau": Setting(LOCAL, "FedOpt's adaptivity bound"),
+    "moon_mu": Setting(frozenset({"moon"}), "MOON's contrastive-loss weight"),
+    "moon_temperature": Setting(frozenset({"moon"}), "MOON's contrastive-loss temperature"),
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
     "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
@@ -105,6 +114,8 @@ class Strategy:
         if self.local_training:
             work = f"tau={config.local_steps} steps" if config.local_steps else f"E={config.local_epochs} epochs"
             prox = f", FedProx mu={config.mu}" if config.mu else ""
+            if self.name == "moon":
+                prox = f", contrastive mu={config.moon_mu} T={config.moon_temperature}"
             return (f"{self.name}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
                     f"{config.weights} weights, server {server_step(config)}")
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
@@ -118,6 +129,9 @@ for _strategy in (
     Strategy("allreduce", local_training=False, weight_rules=("equal",)),
     Strategy("reweighted", local_training=False, weight_rules=("size", "class-balanced", "dynamic", "equal")),
     Strategy("fedavg", local_training=True, weight_rules=("size", "equal")),
+    Strategy("scaffold", local_training=True, weight_rules=("size", "equal")),
+    Strategy("fednova", local_training=True, weight_rules=("size", "equal")),
+    Strategy("moon", local_training=True, weight_rules=("size", "equal")),
 ):
     STRATEGIES.register(_strategy.name)(_strategy)
 
@@ -151,6 +165,25 @@ def check_strategy_names(strategies: Iterable[str]) -> list[str]:
     if repeated is not None:
         raise ValueError(f"`strategies` names {repeated!r} twice; name each strategy once")
     return names
+
+
+#: Strategies whose clients keep a state between rounds (SCAFFOLD's control variate, MOON's previous model).
+STATEFUL_CLIENTS = ("scaffold", "moon")
+
+
+def check_stateless_clients(strategy: str, engine: str) -> None:
+    """Refuse a strategy whose clients keep a state between rounds on ``engine``, which runs it on `fedsim run` only.
+
+    Examples
+    --------
+    >>> check_stateless_clients("fednova", "fedsim ddp")
+    >>> check_stateless_clients("moon", "fedsim ddp")
+    Traceback (most recent call last):
+    ValueError: `strategy`='moon' keeps a state on each client between rounds, which fedsim ddp does not hold; run it with `fedsim run` (in-process)
+    """
+    if strategy in STATEFUL_CLIENTS:
+        raise ValueError(f"`strategy`={strategy!r} keeps a state on each client between rounds, which {engine} "
+                         "does not hold; run it with `fedsim run` (in-process)")
 
 
 def rule_for(strategy: str, weights: str | None) -> str:

@@ -108,7 +108,7 @@ class LocalGradient:
 
 def local_gradient(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
                    class_weights: torch.Tensor | None = None, noise_sigma: float = 0.0, amp: bool = False,
-                   scaler: torch.amp.GradScaler | None = None) -> LocalGradient:
+                   scaler: torch.amp.GradScaler | None = None, contrast=None) -> LocalGradient:
     """Add the gradient of ``weight * sum_i c(y_i) * loss_i`` over the samples at ``indices`` to ``.grad``.
 
     One rank's contribution to one step of allreduce or reweighted, and one micro-batch of a
@@ -135,16 +135,18 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
         Autocast (bf16 on CPU, fp16 on CUDA).
     scaler : torch.amp.GradScaler, optional
         Scales the loss before ``backward`` (fp16 on CUDA).
+    contrast : fedsim.moon.ModelContrast, optional
+        MOON's contrastive term, added to each sample's (class-weighted) loss.
     """
     loss, result = batch_loss(model, data, indices, task=task, generator=generator, weight=weight,
-                              class_weights=class_weights, noise_sigma=noise_sigma, amp=amp)
+                              class_weights=class_weights, noise_sigma=noise_sigma, amp=amp, contrast=contrast)
     (scaler.scale(loss) if scaler is not None else loss).backward()
     return result
 
 
 def batch_loss(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
                class_weights: torch.Tensor | None = None, noise_sigma: float = 0.0,
-               amp: bool = False) -> tuple[torch.Tensor, LocalGradient]:
+               amp: bool = False, contrast=None) -> tuple[torch.Tensor, LocalGradient]:
     """Return the loss `local_gradient` differentiates, and its sums, without the backward pass.
 
     A DDP rank needs the batch's loss between the two: the dynamic weights' communication
@@ -156,7 +158,10 @@ def batch_loss(model, data, indices, *, task, generator: torch.Generator, weight
         raw = task.loss(model(inputs), targets)
     weighted = raw if class_weights is None else raw * class_weights.to(raw)[targets]
     count = targets.shape[0]
-    loss = weighted.sum() * (1.0 / count if weight is None else weight)
+    scale = 1.0 / count if weight is None else weight
+    loss = weighted.sum() * scale
+    if contrast is not None:  # differentiated, but the sums returned stay the task's losses
+        loss = loss + contrast.loss(inputs).sum() * scale
     raw_sum = raw.detach().sum()
     return loss, LocalGradient(count, raw_sum, raw_sum if class_weights is None else weighted.detach().sum())
 

@@ -22,6 +22,8 @@ UNREAD = [
     ("local_epochs", 2, "reweighted"),
     ("local_steps", 3, "allreduce"),
     ("mu", 5.0, "allreduce"),
+    ("moon_mu", 5.0, "fedavg"),
+    ("moon_temperature", 0.1, "scaffold"),
     ("server_lr", 0.5, "reweighted"),
     ("server_momentum", 0.9, "allreduce"),
     ("server_optimizer", "yogi", "allreduce"),
@@ -73,7 +75,10 @@ def test_the_weights_check_still_names_the_rule_and_the_strategy():
 def test_for_strategy_resets_what_the_target_does_not_read(source, target):
     own = {"fedavg": {"fraction": 0.5, "mu": 0.1, "local_steps": 2, "weights": "equal"},
            "allreduce": {"uneven": "cycle", "fused": False},
-           "reweighted": {"uneven": "cycle", "weights": "dynamic", "temperature": 0.5}}
+           "reweighted": {"uneven": "cycle", "weights": "dynamic", "temperature": 0.5},
+           "scaffold": {"fraction": 0.5, "server_lr": 0.5},
+           "fednova": {"local_steps": 2, "server_optimizer": "adam"},
+           "moon": {"moon_mu": 5.0, "moon_temperature": 0.1, "weights": "equal"}}
     config = RunConfig(strategy=source, lr=0.2, num_partitions=4, **own[source])
     switched = config.for_strategy(target)
     assert (switched.strategy, switched.lr, switched.num_partitions) == (target, 0.2, 4)

@@ -34,8 +34,8 @@ class DistributedFedAvgRounds(FedAvgRounds):
         return assignments[self.ranks.rank :: self.ranks.world_size]
 
     def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
-        """Sum the ranks' weighted models and their counts (one all-reduce per dtype)."""
+        """Sum the ranks' weighted models, the algorithm's sums and the counts (one all-reduce per dtype)."""
         counts = torch.tensor([stats.samples, stats.loss_sum, stats.steps], dtype=torch.float64,
                               device=self.ranks.device)
-        all_reduce_sum([*mean_delta, counts])
+        all_reduce_sum([*mean_delta, *self.algorithm.sums(), counts])
         stats.samples, stats.loss_sum, stats.steps = int(counts[0]), float(counts[1]), int(counts[2])

@@ -131,8 +131,9 @@ def stop(process: subprocess.Popen) -> None:
 
 def check_world_size(config, world_size: int) -> None:
     """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
-    from ...strategies import get_strategy
+    from ...strategies import check_stateless_clients, get_strategy
 
+    check_stateless_clients(config.strategy, "fedsim ddp")
     if world_size < 1:
         raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
     if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:

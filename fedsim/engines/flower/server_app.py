@@ -20,7 +20,7 @@ from ...config import RunConfig
 from ...interrupts import RunInterrupted
 from ...recorder import Recorder
 from ...results import RunFolder
-from ...strategies import get_strategy
+from ...strategies import check_stateless_clients, get_strategy
 from ..inprocess.fedavg import FedAvgRounds
 from ..inprocess.loop import RunResult, build_rounds, evaluated_state, restore
 from .client_app import config_json
@@ -110,6 +110,7 @@ def check_flower_config(config: RunConfig) -> None:
     scaling (an optimizer state the clients would need every step) run on `fedsim run` and
     `fedsim ddp` only.
     """
+    check_stateless_clients(config.strategy, "the Flower engine")
     if get_strategy(config.strategy).local_training:
         return
     refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}

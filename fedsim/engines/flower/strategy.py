@@ -154,10 +154,12 @@ class SeededFedAvg(FedsimStrategy):
         rounds = self.rounds
         weights = aggregation_weights(rounds.config.weights, rounds.sizes, clients)
         mean_state = [torch.zeros_like(tensor) for tensor in rounds.global_state]
+        rounds.algorithm.begin_round()
         for client, weight in zip(clients, weights):
             content = by_client[client]
-            accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), float(weight))
             counts = content["metrics"]
+            scale = rounds.algorithm.scale(float(weight), int(counts["steps"]))
+            accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), scale)
             stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]))
         rounds.step_server(mean_state, stats, len(clients))
         stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too

@@ -7,6 +7,7 @@ import torch
 from partitions import feature_noise_levels
 
 from ...aggregate import accumulate, aggregation_weights
+from ...algorithms import round_algorithm
 from ...client import ClientUpdate, client_update, get_state, state_tensors
 from ...recorder import RoundStats
 from ...schedule import model_bytes, sample_clients
@@ -43,7 +44,9 @@ class FedAvgRounds:
         self.training = LocalTraining.from_config(config)
         self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
-        self.state_bytes = sum(model_bytes(model))
+        self.algorithm = round_algorithm(config, model, self.global_state)
+        # what one client receives, and sends, in a round
+        self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
         # one loss scaler for all clients, so that none restarts from the initial fp16 scale
         self._scaler = loss_scaler(config.amp, self.global_state[0].device)
 
@@ -57,14 +60,16 @@ class FedAvgRounds:
         if not clients:  # every sampled shard is empty: nothing to average, the model stays
             return stats
         weights = aggregation_weights(self.config.weights, self.sizes, clients)
-        # The weighted mean of the trained models, read in place from the shared model object;
-        # minus the global model (the weights sum to one) it is the weighted mean delta.
+        # The weighted sum of the trained models, read in place from the shared model object;
+        # the algorithm turns it into the mean delta (FedAvg: minus the global model).
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
         trained = state_tensors(self.model)
+        self.algorithm.begin_round()
         for client, weight in self.served(list(zip(clients, weights))):
             update = self.train_client(client, round_index)
             stats.add_client(update.samples_processed, update.loss_sum, update.num_steps)
-            accumulate(mean_delta, trained, weight)
+            accumulate(mean_delta, trained, self.algorithm.scale(weight, update.num_steps))
+            self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
         self.combine(mean_delta, stats)
         self.step_server(mean_delta, stats, len(clients))
         return stats
@@ -80,14 +85,15 @@ class FedAvgRounds:
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
             training=self.training, seed=self.config.seed, round=round_index, client=client, return_delta=False,
             noise_sigma=float(self.noise[client]), scaler=self._scaler,
+            **self.algorithm.client_terms(client, self.global_state),
         )
 
     def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
-        """Apply the server step to the weighted mean of ``num_clients`` trained models (overwritten)."""
+        """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten)."""
         stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
-        with torch.no_grad():
-            torch._foreach_sub_(mean_state, self.global_state)
+        self.algorithm.to_delta(mean_state, self.global_state)
         self.server.step_delta(mean_state)
+        self.algorithm.end_round()
 
     def served(self, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Return the (client, weight) pairs this process trains: all of them, in one process."""
@@ -97,8 +103,8 @@ class FedAvgRounds:
         """Add up the sums of all processes (nothing to add in one process)."""
 
     def state_dict(self) -> dict:
-        """Return the server optimizer's state (momentum) and the clients' loss scale for a checkpoint."""
-        state = {"server": self.server.state_dict()}
+        """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
+        state = {"server": self.server.state_dict(), "algorithm": self.algorithm.state_dict()}
         if self._scaler is not None:
             state["scaler"] = self._scaler.state_dict()
         return state
@@ -106,5 +112,6 @@ class FedAvgRounds:
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
         self.server.load_state_dict(state["server"])
+        self.algorithm.load_state_dict(state["algorithm"])
         if self._scaler is not None and "scaler" in state:
             self._scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,109 @@
+"""MOON's model-contrastive loss (Li, He and Song, "Model-Contrastive Federated Learning", CVPR 2021).
+
+A client adds ``mu * l_con`` to its task loss, per sample::
+
+    l_con = -log( exp(sim(z, z_glob) / T) / (exp(sim(z, z_glob) / T) + exp(sim(z, z_prev) / T)) )
+
+with ``sim`` the cosine similarity and ``z``, ``z_glob``, ``z_prev`` the representations of the
+sample under the model being trained, the round's global model and the client's model from its
+last round (both frozen, in eval mode, as in the reference code). It pulls the local
+representation towards the global one and away from the client's own drifted one.
+
+The representation: MOON adds a projection head to each network and contrasts its output.
+fedsim's classifiers have none, so the representation is the input of the classifier's last
+linear layer (`representation_layer`), the penultimate features: the 200 hidden units of the
+2NN, the 512 of the McMahan CNN, the 84 of simple-cnn, the pooled features of the ResNet,
+MobileNet, EfficientNet and VGG, and the class token of the ViT and Swin. A client that has
+not trained before has no previous model, and its term is zero, as in the reference code's
+first round (its pool of previous models is empty).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .client import set_state
+
+
+def representation_layer(model: nn.Module) -> nn.Linear:
+    """Return the classifier's last linear layer, whose input is the representation MOON contrasts.
+
+    Raises
+    ------
+    ValueError
+        If the model has no linear layer.
+    """
+    linear = [module for module in model.modules() if isinstance(module, nn.Linear)]
+    if not linear:
+        raise ValueError(f"{type(model).__name__} has no linear layer whose input could serve as MOON's "
+                         "representation")
+    return linear[-1]
+
+
+@contextlib.contextmanager
+def captured_representation(model: nn.Module):
+    """Yield a list whose last item, after each forward of ``model``, is the batch's flattened representation."""
+    captured: list[torch.Tensor] = []
+
+    def keep(module, inputs):
+        captured[:] = [inputs[0].flatten(1)]
+
+    handle = representation_layer(model).register_forward_pre_hook(keep)
+    try:
+        yield captured
+    finally:
+        handle.remove()
+
+
+class ModelContrast:
+    """The frozen global and previous models of MOON, and the contrastive loss they give a batch.
+
+    One pair of model copies serves every client (loaded per client), as one model object
+    serves every client's training.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model clients train (copied twice, once per run).
+    mu : float
+        The weight of the contrastive term.
+    temperature : float
+        The softmax temperature T.
+    """
+
+    def __init__(self, model: nn.Module, *, mu: float, temperature: float):
+        self.mu, self.temperature = mu, temperature
+        self.global_model = copy.deepcopy(model).eval().requires_grad_(False)
+        self.previous_model = copy.deepcopy(model).eval().requires_grad_(False)
+        self._local: list[torch.Tensor] = []
+
+    def for_client(self, global_state: list[torch.Tensor], previous_state: list[torch.Tensor] | None):
+        """Load the round's global model and the client's previous one; ``None`` if it has none (no term)."""
+        if previous_state is None:
+            return None
+        set_state(self.global_model, global_state)
+        set_state(self.previous_model, previous_state)
+        return self
+
+    @contextlib.contextmanager
+    def training(self, model: nn.Module):
+        """While the client trains ``model``: capture its representation at each forward."""
+        with captured_representation(model) as self._local:
+            yield self
+
+    def loss(self, inputs: torch.Tensor) -> torch.Tensor:
+        """Return ``mu * l_con`` for each sample of the batch the trained model has just forwarded."""
+        local = self._local[-1]
+        with torch.no_grad(), captured_representation(self.global_model) as glob, \
+                captured_representation(self.previous_model) as previous:
+            self.global_model(inputs)
+            self.previous_model(inputs)
+        logits = torch.stack([F.cosine_similarity(local, glob[-1], dim=-1),
+                              F.cosine_similarity(local, previous[-1], dim=-1)], dim=1) / self.temperature
+        # the positive pair is class 0
+        return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
