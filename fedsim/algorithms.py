@@ -14,6 +14,12 @@ moon        plus the contrastive loss           ``p_k``                         
 ==========  ==================================  ==============================  ======================
 
 `RoundAlgorithm` is FedAvg's (nothing changed); `round_algorithm` returns the one of a config.
+
+In one process the round calls `RoundAlgorithm.after_client` with each trained model. Where
+clients run elsewhere (Flower's nodes) the same object serves both sides: a client receives
+`RoundAlgorithm.broadcast` with the model, keeps `RoundAlgorithm.client_state` on its node
+between rounds, runs ``after_client`` itself and replies `RoundAlgorithm.reply`, which the
+server adds with `RoundAlgorithm.add_reply`.
 """
 
 from __future__ import annotations
@@ -38,6 +44,11 @@ class RoundAlgorithm:
 
     #: Bytes a client receives and sends besides the model, per round (SCAFFOLD's control variates).
     extra_bytes: int = 0
+    #: What each client keeps between the rounds it takes part in, if anything.
+    client_states: ClientStates | None = None
+    #: False on a server whose clients keep their states themselves (Flower's nodes): its
+    #: checkpoints lack them, and resuming one is refused rather than restarting every client.
+    holds_client_states: bool = True
 
     def __init__(self, config, model: torch.nn.Module, global_state: list[torch.Tensor]):
         self.num_params = sum(1 for _ in model.parameters())
@@ -70,11 +81,42 @@ class RoundAlgorithm:
         """Finish the round once the server has stepped."""
 
     def state_dict(self) -> dict:
-        """Return what a checkpoint needs to continue the algorithm."""
-        return {}
+        """Return what a checkpoint needs to continue the algorithm: the clients' states, if any."""
+        if self.client_states is None:
+            return {}
+        return {"client_states": self.client_states.state_dict() if self.holds_client_states else None}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
+        if self.client_states is None:
+            return
+        if state["client_states"] is None:
+            raise ValueError("this checkpoint was written by a server whose clients kept their states on their "
+                             "own nodes (a Flower run), so it cannot continue them; start a new run")
+        self.client_states.load_state_dict(state["client_states"])
+
+    def broadcast(self) -> list[torch.Tensor]:
+        """Return what the server sends every client with the global model."""
+        return []
+
+    def receive_broadcast(self, tensors: list[torch.Tensor]) -> None:
+        """On a client: take in the server's `broadcast`."""
+
+    def client_state(self, client: int) -> list[torch.Tensor] | None:
+        """Return the state ``client`` keeps between rounds, ``None`` if it has none."""
+        return None if self.client_states is None else self.client_states.get(client)
+
+    def set_client_state(self, client: int, tensors: list[torch.Tensor] | None) -> None:
+        """On a client: restore the state it kept (``None``: it has none yet)."""
+        if self.client_states is not None:
+            self.client_states.set(client, tensors)
+
+    def reply(self) -> list[torch.Tensor]:
+        """On a client, after `after_client`: its share of the round's sums, sent with its model."""
+        return []
+
+    def add_reply(self, tensors: list[torch.Tensor]) -> None:
+        """On the server: add a client's `reply` to the round's sums."""
 
 
 class Scaffold(RoundAlgorithm):
@@ -97,9 +139,9 @@ class Scaffold(RoundAlgorithm):
         params = global_state[: self.num_params]
         self.lr, self.num_clients = config.lr, config.num_partitions
         self.server_control = [torch.zeros_like(param) for param in params]
-        self.client_controls = ClientStates(params)
+        self.client_states = ClientStates(params)
         self.control_sum = [torch.zeros_like(param) for param in params]
-        self.extra_bytes = self.client_controls.bytes_per_client()
+        self.extra_bytes = self.client_states.bytes_per_client()
 
     def begin_round(self) -> None:
         """Zero the round's sum of control-variate changes."""
@@ -107,7 +149,7 @@ class Scaffold(RoundAlgorithm):
 
     def client_terms(self, client, global_state) -> dict:
         """Return ``c - c_k``, the correction of each of ``client``'s steps."""
-        own = self.client_controls.get(client)
+        own = self.client_states.get(client)
         if own is None:  # c_k starts at zero
             return {"correction": [control.clone() for control in self.server_control]}
         return {"correction": torch._foreach_sub(self.server_control, own)}
@@ -119,8 +161,8 @@ class Scaffold(RoundAlgorithm):
         change = torch._foreach_sub(global_state[: self.num_params], params)
         torch._foreach_div_(change, num_steps * self.lr)
         torch._foreach_sub_(change, self.server_control)  # dc_k = (x - y_k) / (K lr) - c
-        own = self.client_controls.get(client)
-        self.client_controls.put(client, change if own is None else torch._foreach_add(own, change))
+        own = self.client_states.get(client)
+        self.client_states.put(client, change if own is None else torch._foreach_add(own, change))
         torch._foreach_add_(self.control_sum, change)
 
     def sums(self) -> list[torch.Tensor]:
@@ -134,13 +176,29 @@ class Scaffold(RoundAlgorithm):
 
     def state_dict(self) -> dict:
         """The server's and every client's control variates."""
-        return {"server_control": [control.clone() for control in self.server_control],
-                "client_controls": self.client_controls.state_dict()}
+        return {**super().state_dict(), "server_control": [control.clone() for control in self.server_control]}
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
+        super().load_state_dict(state)
         torch._foreach_copy_(self.server_control, state["server_control"])
-        self.client_controls.load_state_dict(state["client_controls"])
+
+    def broadcast(self) -> list[torch.Tensor]:
+        """The server's control variate ``c``."""
+        return self.server_control
+
+    def receive_broadcast(self, tensors) -> None:
+        """Take in the server's ``c``."""
+        torch._foreach_copy_(self.server_control, tensors)
+
+    def reply(self) -> list[torch.Tensor]:
+        """The client's ``dc_k`` (the round's sum holds that client's alone)."""
+        return self.control_sum
+
+    @torch.no_grad()
+    def add_reply(self, tensors) -> None:
+        """Add a client's ``dc_k`` to the round's sum."""
+        torch._foreach_add_(self.control_sum, list(tensors))
 
 
 def normalized_steps(num_steps: int, momentum: float = 0.0) -> float:
@@ -212,23 +270,15 @@ class Moon(RoundAlgorithm):
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
         self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
-        self.previous_models = ClientStates(global_state)
+        self.client_states = ClientStates(global_state)
 
     def client_terms(self, client, global_state) -> dict:
         """Return the contrast against the global model and ``client``'s previous one (none the first time)."""
-        return {"contrast": self.contrast.for_client(global_state, self.previous_models.get(client))}
+        return {"contrast": self.contrast.for_client(global_state, self.client_states.get(client))}
 
     def after_client(self, client, global_state, trained, num_steps) -> None:
         """Keep ``client``'s trained model as its previous model."""
-        self.previous_models.put(client, trained)
-
-    def state_dict(self) -> dict:
-        """Every client's previous model."""
-        return {"previous_models": self.previous_models.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        self.previous_models.load_state_dict(state["previous_models"])
+        self.client_states.put(client, trained)
 
 
 _ALGORITHMS = {"scaffold": Scaffold, "fednova": FedNova, "moon": Moon}

@@ -98,7 +98,7 @@ def command_compare(args) -> None:
     from .compare import check_comparison, check_engine, compare, comparison_table
     from .strategies import get_strategy
 
-    check_engine(args.engine, configs)
+    check_engine(args.engine, configs, resume=args.resume)
     check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, resume=args.resume)
     shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
     data, partition = prepare(shared)

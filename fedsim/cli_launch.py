@@ -92,7 +92,7 @@ def command_flower_simulate(args) -> None:
     from .results import RunFolder
     from .strategies import get_strategy
 
-    check_flower_config(config)
+    check_flower_config(config, resume=args.resume)
     check_timeout(args.timeout)
     RunFolder(args.out).check(resume=args.resume, config=config)
     prepare(config)
@@ -111,7 +111,7 @@ def command_flower_deploy(args) -> None:
     from .results import RunFolder, read_rows
     from .strategies import get_strategy
 
-    check_flower_config(config)
+    check_flower_config(config, resume=args.resume)
     check_timeout(args.timeout)
     supernodes = config.num_partitions if args.num_supernodes is None else args.num_supernodes
     if supernodes != config.num_partitions:

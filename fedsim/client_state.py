@@ -72,6 +72,13 @@ class ClientStates:
         flat = torch.cat([tensor.reshape(-1) for tensor in tensors]).to("cpu", self.dtype)
         self._flat[client] = flat
 
+    def set(self, client: int, tensors: list[torch.Tensor] | None) -> None:
+        """Store ``tensors`` as ``client``'s state, or forget its state when ``None``."""
+        if tensors is None:
+            self._flat.pop(client, None)
+        else:
+            self.put(client, tensors)
+
     def state_dict(self) -> dict:
         """Return every client's flat tensor, for a checkpoint."""
         return {"clients": dict(self._flat)}

@@ -58,7 +58,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """
     strategies = check_strategy_names(strategies)
     configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
-    run_strategy = engine_runner(engine, configs)
+    run_strategy = engine_runner(engine, configs, resume=resume)
     folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
@@ -87,20 +87,20 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     return results
 
 
-def check_engine(engine: str, configs: dict) -> None:
-    """Refuse an unknown ``engine``, or a strategy's config it does not run."""
+def check_engine(engine: str, configs: dict, *, resume: bool = False) -> None:
+    """Refuse an unknown ``engine``, or a strategy's config it does not run (or resume)."""
     if engine not in ENGINES:
         raise ValueError(f"`engine`={engine!r} is not one of {', '.join(ENGINES)}")
     if engine == "flower":
         from .engines.flower import check_flower_config
 
         for run_config in configs.values():
-            check_flower_config(run_config)
+            check_flower_config(run_config, resume=resume)
 
 
-def engine_runner(engine: str, configs: dict):
+def engine_runner(engine: str, configs: dict, *, resume: bool = False):
     """Return the function that runs one strategy on ``engine`` (`fedsim.engines.inprocess.run`'s signature)."""
-    check_engine(engine, configs)
+    check_engine(engine, configs, resume=resume)
     if engine == "inprocess":
         return run
     from .engines.flower import simulate

@@ -7,7 +7,6 @@ from torch.nn import functional as F
 from fedsim.build import RunSetup
 from fedsim.client import client_update, get_state
 from fedsim.config import RunConfig
-from fedsim.engines.flower import check_flower_config
 from fedsim.engines.distributed.launch import check_world_size
 from fedsim.engines.inprocess import run
 from fedsim.moon import representation_layer
@@ -209,9 +208,19 @@ def test_a_setting_the_algorithm_does_not_read_is_refused(settings, message):
 
 
 @pytest.mark.parametrize("strategy", ["scaffold", "moon"])
-def test_engines_that_hold_no_client_state_refuse_scaffold_and_moon(strategy):
+def test_ddp_refuses_scaffold_and_moon_whose_clients_keep_a_state(strategy):
     config = RunConfig(strategy=strategy, dataset="digits", model="mlp")
     with pytest.raises(ValueError, match=f"`strategy`='{strategy}' keeps a state on each client"):
         check_world_size(config, 2)
-    with pytest.raises(ValueError, match="the Flower engine does not hold"):
-        check_flower_config(config)
+
+
+def test_a_checkpoint_without_the_clients_states_is_not_resumed():
+    """A Flower server's clients keep their states on their nodes: its checkpoint cannot restart them."""
+    from fedsim.engines.inprocess.fedavg import FedAvgRounds
+
+    config = RunConfig(strategy="moon", dataset="digits", model="mlp", num_partitions=2)
+    setup = RunSetup.build(config)
+    server = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    server.algorithm.holds_client_states = False
+    with pytest.raises(ValueError, match="cannot continue them; start a new run"):
+        FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition).load_state_dict(server.state_dict())

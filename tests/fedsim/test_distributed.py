@@ -43,6 +43,8 @@ ENGINE_CASES = {
     "fedavg, 2 clients": {"strategy": "fedavg", "local_epochs": 1},
     "fedavg, 6 clients": {"strategy": "fedavg", "num_partitions": 6, "fraction": 0.5, "local_steps": 5,
                           "server_momentum": 0.5},
+    "fednova, FedAdam, 6 clients": {"strategy": "fednova", "num_partitions": 6, "fraction": 0.5, "momentum": 0.5,
+                                    "server_optimizer": "adam", "server_lr": 0.01},
     "BatchNorm cnn, Join": {"strategy": "allreduce", **CNN, "norm": "batch"},
     "allreduce, fp16 compression": {"strategy": "allreduce", "compression": "fp16"},
     "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},

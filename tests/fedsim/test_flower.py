@@ -128,6 +128,27 @@ def test_compare_on_flower_runs_allreduce_as_fedsgd_equal_to_in_process_in_float
     assert wait_until_gone(ray_processes) == []
 
 
+@pytest.mark.slow
+def test_scaffold_and_moon_with_fedadam_on_flower_equal_in_process(tmp_path):
+    """Half the clients a round for 3 rounds: some train twice, from the state they kept on their node.
+
+    SCAFFOLD's control variates also travel both ways with the model. (FedNova, which changes
+    only the server's weights, is compared on DDP in test_distributed.)
+    """
+    config = RunConfig(**{**FEDAVG, "rounds": 3, "server_momentum": 0.0, "server_optimizer": "adam",
+                          "server_lr": 0.01})
+    strategies = ["scaffold", "moon"]
+    flower = compare(config, strategies, tmp_path / "flower", engine="flower")
+    expected = compare(config, strategies, tmp_path / "inprocess")
+    for name in strategies:
+        torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
+        assert rows_without(tmp_path / "flower" / name, ["wall_s"]) == \
+            rows_without(tmp_path / "inprocess" / name, ["wall_s"])
+    with pytest.raises(ValueError, match="`strategy`='scaffold' keeps each client's state on its Flower node"):
+        compare(config, ["scaffold"], tmp_path / "flower", engine="flower", resume=True)
+    assert wait_until_gone(ray_processes) == []
+
+
 # 2 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed
 DEPLOYED = {**FEDAVG, "num_partitions": 2, "fraction": 1.0, "rounds": 2}
 

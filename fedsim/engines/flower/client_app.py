@@ -22,7 +22,10 @@ from ...build import RunSetup
 from ...client import evaluate, state_tensors
 from ...config import RunConfig
 from ..inprocess.loop import build_rounds
-from .records import buffer_names, from_record, gradient_names, state_names, to_record
+from .records import buffer_names, extra_tensors, from_record, gradient_names, state_names, to_record
+
+#: The key of a client's own state in its node's ``Context.state``.
+CLIENT_STATE = "fedsim-client-state"
 
 
 class ClientWorker:
@@ -56,15 +59,30 @@ class ClientWorker:
                              f"`num_partitions`={count}")
         return partition_id
 
-    def train(self, client: int, round_index: int, global_record) -> tuple[object, dict]:
-        """Train ``client`` from the global model in ``global_record``; return its model record and its counts."""
-        rounds = self.rounds
+    def train(self, client: int, round_index: int, content: RecordDict, node_state: RecordDict) -> tuple[dict, dict]:
+        """Train ``client`` from the global model in ``content``; return its records and its counts.
+
+        ``node_state`` is the node's own state across rounds (Flower's ``Context.state``), where
+        the client keeps what its algorithm needs from round to round (SCAFFOLD's control
+        variate, MOON's previous model); the algorithm's share of the round's sums goes back
+        with the model.
+        """
+        rounds, algorithm = self.rounds, self.rounds.algorithm
         with torch.no_grad():
-            torch._foreach_copy_(rounds.global_state, from_record(global_record, self.names, rounds.global_state))
+            torch._foreach_copy_(rounds.global_state, from_record(content["arrays"], self.names, rounds.global_state))
+        if broadcast := extra_tensors(content["arrays"]):
+            algorithm.receive_broadcast(broadcast)
+        kept = node_state.get(CLIENT_STATE)
+        algorithm.set_client_state(client, None if kept is None else extra_tensors(kept))
+        algorithm.begin_round()
         update = rounds.train_client(client, round_index)
+        algorithm.after_client(client, rounds.global_state, self.trained, update.num_steps)
+        if (state := algorithm.client_state(client)) is not None:
+            node_state[CLIENT_STATE] = to_record([], [], state)
+        records = {"arrays": to_record(self.names, self.trained, algorithm.reply())}
         counts = {"num-examples": len(rounds.partition.shard(client)), "partition-id": client,
                   "samples": update.samples_processed, "loss-sum": float(update.loss_sum), "steps": update.num_steps}
-        return to_record(self.names, self.trained), counts
+        return records, counts
 
     def evaluate(self, client: int, global_record) -> dict:
         """Return the metrics of the global model in ``global_record`` on ``client``'s own training shard."""
@@ -127,9 +145,8 @@ def client_app() -> ClientApp:
         config = message.content["config"]
         if "fedsim-step" in config:  # allreduce, reweighted: one gradient step
             records, counts = work.gradient(client, int(config["fedsim-step"]), message.content["arrays"])
-        else:  # fedavg: a round of local training
-            record, counts = work.train(client, int(config["fedsim-round"]), message.content["arrays"])
-            records = {"arrays": record}
+        else:  # fedavg and the algorithms on its round: a round of local training
+            records, counts = work.train(client, int(config["fedsim-round"]), message.content, context.state)
         return Message(RecordDict({**records, "metrics": MetricRecord(counts)}), reply_to=message)
 
     @app.evaluate()

@@ -39,9 +39,26 @@ def gradient_names(model: torch.nn.Module) -> list[str]:
     return [name for name, param in model.named_parameters() if param.requires_grad]
 
 
-def to_record(names: list[str], tensors: list[torch.Tensor]) -> ArrayRecord:
-    """Return ``tensors`` as an ``ArrayRecord`` keyed by ``names``."""
-    return ArrayRecord(OrderedDict((name, tensor.detach().cpu()) for name, tensor in zip(names, tensors)))
+#: The name prefix of an algorithm's tensors (SCAFFOLD's control variates) in a message's one ArrayRecord.
+EXTRA_PREFIX = "fedsim-extra."
+
+
+def to_record(names: list[str], tensors: list[torch.Tensor], extra: list[torch.Tensor] = ()) -> ArrayRecord:
+    """Return ``tensors`` as an ``ArrayRecord`` keyed by ``names``, with ``extra`` tensors keyed by position.
+
+    ``extra`` is an algorithm's own tensors (`fedsim.algorithms.RoundAlgorithm.broadcast` and
+    ``reply``): they travel in the model's record, as Flower's strategies accept one
+    ``ArrayRecord`` per reply; `extra_tensors` reads them back.
+    """
+    entries = [*zip(names, tensors), *((f"{EXTRA_PREFIX}{index}", tensor) for index, tensor in enumerate(extra))]
+    return ArrayRecord(OrderedDict((name, tensor.detach().cpu()) for name, tensor in entries))
+
+
+def extra_tensors(record: ArrayRecord) -> list[torch.Tensor]:
+    """Return the ``extra`` tensors of a `to_record` record, in their order, on the CPU."""
+    state = record.to_torch_state_dict()
+    count = sum(1 for name in state if name.startswith(EXTRA_PREFIX))
+    return [state[f"{EXTRA_PREFIX}{index}"] for index in range(count)]
 
 
 def from_record(record: ArrayRecord, names: list[str], like: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -20,7 +20,7 @@ from ...config import RunConfig
 from ...interrupts import RunInterrupted
 from ...recorder import Recorder
 from ...results import RunFolder
-from ...strategies import check_stateless_clients, get_strategy
+from ...strategies import STATEFUL_CLIENTS, get_strategy
 from ..inprocess.fedavg import FedAvgRounds
 from ..inprocess.loop import RunResult, build_rounds, evaluated_state, restore
 from .client_app import config_json
@@ -68,11 +68,13 @@ class FederatedServer:
         if config is None:  # under `flwr run`: the run and the app's options come from the run config
             config, options = from_run_config(context.run_config)
             self.out, self.resume, self.timeout_s = options["out"] or None, options["resume"], options["timeout"]
-        check_flower_config(config)
+        check_flower_config(config, resume=self.resume)
         if self.out is not None:
             RunFolder(self.out).check(resume=self.resume)
         setup = RunSetup.build(config)
         rounds = build_rounds(config, setup)
+        if isinstance(rounds, FedAvgRounds):
+            rounds.algorithm.holds_client_states = False  # each node keeps its client's
         nodes = find_partitions(grid, config, self.timeout_s)
         recorder = Recorder(config, setup.partition, self.out, multilabel=setup.task.multilabel, resume=self.resume,
                             quiet=self.quiet, grid=self.grid)
@@ -102,15 +104,19 @@ def interruption(server: FederatedServer, config: RunConfig) -> RunInterrupted:
     return RunInterrupted(recorder.progress.round, config.rounds, recorder.checkpoint_round, folder)
 
 
-def check_flower_config(config: RunConfig) -> None:
+def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
     """Refuse what the Flower engine does not run, naming the setting and where it runs.
 
     allreduce and reweighted send each rank's full-precision gradient: gradient compression
     (a DDP communication hook), SyncBatchNorm (a collective inside the forward) and AMP's loss
     scaling (an optimizer state the clients would need every step) run on `fedsim run` and
-    `fedsim ddp` only.
+    `fedsim ddp` only. The state that SCAFFOLD's and MOON's clients keep between rounds lives on
+    their nodes for one Flower run, so such a run cannot be resumed (``resume``).
     """
-    check_stateless_clients(config.strategy, "the Flower engine")
+    if resume and config.strategy in STATEFUL_CLIENTS:
+        raise ValueError(f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one "
+                         "Flower run, which a resumed run would start without; rerun it from the start in a "
+                         "new folder")
     if get_strategy(config.strategy).local_training:
         return
     refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}

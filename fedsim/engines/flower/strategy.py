@@ -28,7 +28,7 @@ from flwr.serverapp.strategy import FedAvg
 from ...aggregate import accumulate, aggregation_weights
 from ...recorder import RoundStats
 from .client_app import config_json
-from .records import from_record, to_record
+from .records import extra_tensors, from_record, to_record
 
 
 class FedsimStrategy(FedAvg):
@@ -142,7 +142,8 @@ class SeededFedAvg(FedsimStrategy):
         config["server-round"] = server_round
         config["fedsim-round"] = round_index
         config["fedsim-config"] = config_json(self.rounds.config)
-        content = RecordDict({"arrays": to_record(self.names, self.rounds.global_state), "config": config})
+        arrays = to_record(self.names, self.rounds.global_state, self.rounds.algorithm.broadcast())
+        content = RecordDict({"arrays": arrays, "config": config})
         return self.messages(self._sampled, content, grid)
 
     def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -160,6 +161,8 @@ class SeededFedAvg(FedsimStrategy):
             counts = content["metrics"]
             scale = rounds.algorithm.scale(float(weight), int(counts["steps"]))
             accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), scale)
+            if reply := extra_tensors(content["arrays"]):
+                rounds.algorithm.add_reply([tensor.to(rounds.global_state[0]) for tensor in reply])
             stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]))
         rounds.step_server(mean_state, stats, len(clients))
         stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
