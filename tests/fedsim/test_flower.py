@@ -321,8 +321,8 @@ def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server
         if client == 2:
             replies.append(Message(Error(code=0, reason="ValueError: raised by the handler"), reply_to=message))
             continue
-        record, counts = worker.train(client, 0, message.content["arrays"])
-        replies.append(Message(RecordDict({"arrays": record, "metrics": MetricRecord(counts)}), reply_to=message))
+        records, counts = worker.train(client, 0, message.content, RecordDict())
+        replies.append(Message(RecordDict({**records, "metrics": MetricRecord(counts)}), reply_to=message))
     strategy.aggregate_train(1, reversed(replies))  # arrival order does not matter
     assert strategy.lost == {0: [2]}
     monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(2, from_round=0))
