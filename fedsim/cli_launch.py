@@ -1,4 +1,4 @@
-"""The commands that start processes: ``fedsim ddp`` (torchrun's ranks) and ``fedsim flower`` (simulate, deploy, certs).
+"""The commands that start processes: ``fedsim ddp`` (torchrun's ranks) and ``fedsim flower`` (its subcommands).
 
 Each checks every setting, the data and the model in this process first, so that a bad input is
 one error line before any process starts; then it starts the processes, and stops them all
@@ -119,6 +119,8 @@ def command_flower_deploy(args) -> None:
                          "each SuperNode serves one partition")
     if args.superlink_port is not None:
         check_port_free(args.superlink_port, "--superlink-port")
+    if args.auth and not args.tls:
+        raise ValueError("`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only")
     certificates = Certificates.in_folder(args.tls) if args.tls else None
     out = Path(args.out).resolve()  # the ServerApp runs in another process and folder
     RunFolder(out).check(resume=args.resume, config=config)
@@ -126,8 +128,11 @@ def command_flower_deploy(args) -> None:
     print(get_strategy(config.strategy).describe(config), flush=True)
     entries = {**to_run_config(config), "out": str(out), "resume": args.resume, "timeout": args.timeout}
     try:
-        with LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates) as federation:
-            print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes; flwr run:", flush=True)
+        with LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates,
+                             authenticate=args.auth) as federation:
+            registered = " (keys registered)" if args.auth else ""
+            print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes{registered}; flwr run:",
+                  flush=True)
             status = federation.run(entries, stream=subprocess.DEVNULL if args.quiet else None)
     except KeyboardInterrupt:
         raise LaunchInterrupted((out / "checkpoint.pt").exists()) from None
@@ -147,6 +152,16 @@ def command_flower_certs(args) -> None:
           f"use: fedsim flower deploy --tls {args.folder} ...")
 
 
+def command_flower_node_key(args) -> None:
+    """Write a SuperNode's key pair for a SuperLink that authenticates its SuperNodes."""
+    from .engines.flower.certificates import write_node_key
+
+    key = write_node_key(args.folder, args.name, force=args.force)
+    print(f"wrote {key.private} (keep it on the SuperNode) and {key.public}; on the SuperLink's side: "
+          f"flwr supernode register {key.public} <connection>; on the node: "
+          f"flower-supernode --auth-supernode-private-key {key.private} ...")
+
+
 def check_timeout(seconds: float) -> None:
     """Refuse a ``--timeout`` outside (0, one week]."""
     if not 0 < seconds <= MAX_TIMEOUT_S:  # also refuses nan and inf
@@ -154,7 +169,7 @@ def check_timeout(seconds: float) -> None:
 
 
 def add_launch_commands(commands) -> None:
-    """Add ``ddp`` and ``flower`` (with ``simulate``, ``deploy`` and ``certs``) to the ``fedsim`` subcommands."""
+    """Add ``ddp`` and ``flower`` (``simulate``, ``deploy``, ``certs``, ``node-key``) to the ``fedsim`` subcommands."""
     ddp = add_training_command(commands, "ddp", "train one strategy on real DDP, one process per rank",
                                 command_ddp)
     ddp.add_argument("--nproc", type=int, default=None, help="start torchrun with this many processes on "
@@ -162,7 +177,7 @@ def add_launch_commands(commands) -> None:
     ddp.add_argument("--timeout", type=float, default=600.0, help="seconds a rank waits for the others in a "
                      "collective before it fails (default 600)")
 
-    flower = commands.add_parser("flower", help="run a strategy as a Flower app: simulate, deploy, certs")
+    flower = commands.add_parser("flower", help="run a strategy as a Flower app: simulate, deploy, certs, node-key")
     flower_commands = flower.add_subparsers(dest="flower_command", required=True, parser_class=OneLineParser)
     simulate = add_training_command(flower_commands, "simulate", "run on Flower's simulation engine (Ray), one "
                                      "virtual SuperNode per partition", command_flower_simulate)
@@ -174,6 +189,8 @@ def add_launch_commands(commands) -> None:
                         "(default: a free one)")
     deploy.add_argument("--tls", default=None, help="serve TLS with the certificates `fedsim flower certs` wrote "
                         "to this folder (default: plain connections on the loopback interface)")
+    deploy.add_argument("--auth", action="store_true", help="SuperNode authentication: the SuperLink admits only "
+                        "the SuperNodes whose new keys it registered (needs --tls)")
     for command in (simulate, deploy):
         command.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
                              "and for a round's replies (default 600)")
@@ -185,3 +202,9 @@ def add_launch_commands(commands) -> None:
     certs.add_argument("--days", type=int, default=365, help="validity in days (default 365)")
     certs.add_argument("--force", action="store_true", help="replace certificates already in the folder")
     certs.set_defaults(handler=command_flower_certs)
+    node_key = flower_commands.add_parser("node-key", help="write a SuperNode's key pair for a SuperLink started "
+                                          "with --enable-supernode-auth")
+    node_key.add_argument("folder", help="where to write NAME.key (private) and NAME.pub")
+    node_key.add_argument("--name", default="supernode", help="the files' name (default supernode)")
+    node_key.add_argument("--force", action="store_true", help="replace a key pair already in the folder")
+    node_key.set_defaults(handler=command_flower_node_key)

@@ -19,11 +19,13 @@ from typing import BinaryIO
 
 
 @contextlib.contextmanager
-def atomic_open(path) -> Iterator[BinaryIO]:
+def atomic_open(path, mode: int | None = None) -> Iterator[BinaryIO]:
     """Open a binary stream whose content replaces ``path`` when the ``with`` block ends without an error.
 
     On an error the temporary file is removed and ``path`` is left as it was. The folder of
-    ``path`` must exist.
+    ``path`` must exist. The file keeps the mode of the one it replaces (a new one: as
+    ``open`` makes it), unless ``mode`` is given (e.g. ``0o600`` for a private key), which it
+    has before anything is written to it.
 
     Examples
     --------
@@ -37,12 +39,15 @@ def atomic_open(path) -> Iterator[BinaryIO]:
     path = Path(path)
     temporary, handle = _create_beside(path)
     try:
+        if mode is not None:
+            os.chmod(temporary, mode)
         with os.fdopen(handle, "wb") as stream:
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))  # as open() would: keep the file's mode
+        if mode is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))  # as open() would: keep the file's mode
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -50,10 +55,10 @@ def atomic_open(path) -> Iterator[BinaryIO]:
     _fsync_folder(path.parent)
 
 
-def write_atomic(path, content: str | bytes) -> None:
+def write_atomic(path, content: str | bytes, mode: int | None = None) -> None:
     """Write ``content`` (text as UTF-8, or bytes) to ``path`` atomically and durably (see `atomic_open`)."""
     data = content.encode("utf-8") if isinstance(content, str) else content
-    with atomic_open(path) as stream:
+    with atomic_open(path, mode) as stream:
         stream.write(data)
 
 

@@ -166,16 +166,17 @@ def without_client(lost: int, from_round: int):
 
 @pytest.mark.slow
 def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch):
-    """A SuperLink and 2 SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
+    """A SuperLink and 2 authenticated SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
 
     Round 2 goes on with client 0 (the server waits `--timeout` seconds for the lost node's reply,
     or skips it once the SuperLink has marked it offline), and the run ends with the parameters
     of in-process FedAvg whose round 2 samples client 0 alone.
     """
     assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
+    assert (tmp_path / "certs" / "server.key").stat().st_mode & 0o777 == 0o600
     out = tmp_path / "flower"
     launcher = subprocess.Popen([sys.executable, "-m", "fedsim", "flower", "deploy", "--tls", str(tmp_path / "certs"),
-                                 *flags(DEPLOYED), "--timeout", "30", "--quiet", "--out", str(out)],
+                                 "--auth", *flags(DEPLOYED), "--timeout", "30", "--quiet", "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 180
@@ -215,6 +216,7 @@ def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_pa
             ("--strategy", "fedsgd"): "--strategy",
             ("--num-supernodes", "3"): "`--num-supernodes` 3 must equal `--num-partitions` 2",
             ("--tls", str(tmp_path)): f"`--tls` {tmp_path} lacks ca.crt, server.pem, server.key",
+            ("--auth",): "`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only",
         }
         for extra, message in cases.items():
             result = fedsim("flower", "deploy", "--dataset", "digits", "--num-partitions", "2", *extra,
@@ -222,6 +224,38 @@ def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_pa
             assert result.returncode == 2 and message in result.stderr, (extra, result.stderr)
             assert result.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
     assert processes_named(FLOWER_PROCESSES) == []
+
+
+@pytest.mark.slow
+def test_with_authentication_a_supernode_whose_key_is_not_registered_is_turned_away(tmp_path):
+    from fedsim.engines.flower.certificates import write_certificates, write_node_key
+    from fedsim.engines.flower.deploy import LocalFederation
+
+    with LocalFederation(1, certificates=write_certificates(tmp_path / "certs"), authenticate=True) as federation:
+        stranger = federation.start_supernode("stranger", 0, write_node_key(tmp_path, "stranger"))
+        assert stranger.wait(timeout=120) != 0
+        assert "Failed to activate SuperNode" in federation.log_path("stranger").read_text()
+        deadline = time.monotonic() + 60  # the registered node joins
+        while "Activated node_id" not in federation.log_path("superlink").read_text():
+            assert time.monotonic() < deadline, federation.log_path("superlink").read_text()[-3000:]
+            time.sleep(0.2)
+        assert all(process.poll() is None for process in federation.processes if process is not stranger)
+    assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
+
+
+def test_a_node_key_is_openssh_on_secp384r1_private_to_its_owner_and_never_overwritten(tmp_path):
+    from fedsim.engines.flower.certificates import write_node_key
+
+    key = write_node_key(tmp_path / "keys")
+    assert key.private.read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert key.public.read_text().startswith("ecdsa-sha2-nistp384 ")
+    assert key.private.stat().st_mode & 0o777 == 0o600
+    before = key.private.read_bytes()
+    result = fedsim("flower", "node-key", str(tmp_path / "keys"))
+    assert result.returncode == 2 and "already holds supernode.key, supernode.pub" in result.stderr
+    assert key.private.read_bytes() == before
+    assert fedsim("flower", "node-key", str(tmp_path / "keys"), "--force").returncode == 0
+    assert key.private.read_bytes() != before
 
 
 def test_models_travel_by_name_and_keep_float64_bit_for_bit():

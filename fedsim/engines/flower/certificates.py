@@ -1,8 +1,13 @@
-"""``fedsim flower certs``: a certificate authority and a server certificate for a TLS federation.
+"""``fedsim flower certs`` and ``node-key``: a TLS federation's certificates, a SuperNode's key.
 
 The SuperLink serves with ``server.pem`` and ``server.key``; SuperNodes and ``flwr`` trust
 ``ca.crt``. The server certificate names 127.0.0.1 and localhost, and any other host given
 (the SuperLink's address as the SuperNodes reach it, for a federation across machines).
+
+With SuperNode authentication (``flower-superlink --enable-supernode-auth``, which Flower
+serves over TLS only) a SuperNode signs its requests with its own private key, and the
+SuperLink accepts only the public keys registered with ``flwr supernode register``. Flower
+reads both keys in OpenSSH format, on a NIST elliptic curve (`write_node_key`).
 """
 
 from __future__ import annotations
@@ -84,11 +89,51 @@ def write_certificates(folder, hosts=(), *, days: int = 365, force: bool = False
     folder.mkdir(parents=True, exist_ok=True)
     pem = serialization.Encoding.PEM
     key_bytes = server_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    for name, payload in zip(FILES, (ca.public_bytes(pem), server.public_bytes(pem), key_bytes)):
-        write_atomic(folder / name, payload)
-    for name in FILES[:2]:  # the certificates are public; the key stays the owner's alone (as written)
-        (folder / name).chmod(0o644)
+    for name, payload, mode in zip(FILES, (ca.public_bytes(pem), server.public_bytes(pem), key_bytes),
+                                   (0o644, 0o644, 0o600)):  # the certificates are public, the key the owner's alone
+        write_atomic(folder / name, payload, mode)
     return Certificates.in_folder(folder)
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """A SuperNode's key pair: the private key stays on the node, the public key is registered."""
+
+    private: Path
+    public: Path
+
+
+def write_node_key(folder, name: str = "supernode", *, force: bool = False) -> NodeKey:
+    """Write a new SuperNode key pair, ``NAME.key`` (private, owner-only) and ``NAME.pub``, to ``folder``.
+
+    The key is on SECP384R1, both halves in OpenSSH format, as Flower's SuperNode
+    authentication reads them (``flower-supernode --auth-supernode-private-key NAME.key``,
+    ``flwr supernode register NAME.pub``).
+
+    Parameters
+    ----------
+    folder : str or Path
+        Created if missing.
+    name : str, default "supernode"
+        The files' stem.
+    force : bool, default False
+        Replace a key pair already there; otherwise it is refused.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    folder = Path(folder)
+    key = NodeKey(folder / f"{name}.key", folder / f"{name}.pub")
+    present = [path.name for path in (key.private, key.public) if path.exists()]
+    if present and not force:
+        raise ValueError(f"{folder} already holds {', '.join(present)}; give a new folder, or --force to replace them")
+    private = ec.generate_private_key(ec.SECP384R1())
+    folder.mkdir(parents=True, exist_ok=True)
+    write_atomic(key.private, private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                                    serialization.NoEncryption()), 0o600)
+    write_atomic(key.public, private.public_key().public_bytes(serialization.Encoding.OpenSSH,
+                                                               serialization.PublicFormat.OpenSSH) + b"\n", 0o644)
+    return key
 
 
 def _general_name(name: str):

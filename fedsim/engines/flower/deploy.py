@@ -4,8 +4,10 @@
 ``--node-config`` names the partition), each bound to the loopback interface, with Flower's
 home in a new short temporary folder (its ``config.toml`` names this SuperLink). `run` submits
 fedsim's app folder with ``flwr run --stream`` and the run's settings as a run-config file.
-Every process it started, and every process those started, is stopped on the way out, after
-an error or Ctrl-C too. Nothing is installed at run time and nothing checks for updates.
+With ``authenticate`` the SuperLink admits only SuperNodes whose keys it has registered: each
+SuperNode gets a new key in that temporary folder, registered with ``flwr supernode register``
+before the node starts. Every process it started, and every process those started, is stopped
+on the way out, after an error or Ctrl-C too. Nothing is installed at run time and nothing checks for updates.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from pathlib import Path
 from ...processes import stop_all
 from ..distributed.launch import LOOPBACK, free_port
 from .app_files import APP_FOLDER, toml_entries
-from .certificates import Certificates
+from .certificates import Certificates, NodeKey, write_node_key
 
 #: Seconds the SuperLink has to start listening.
 START_TIMEOUT_S = 60.0
 #: The name of the SuperLink connection in Flower's ``config.toml``.
 CONNECTION = "fedsim"
+#: Seconds ``flwr supernode register`` has to answer.
+REGISTER_TIMEOUT_S = 60.0
 
 
 class LocalFederation:
@@ -44,15 +48,21 @@ class LocalFederation:
     certificates : Certificates, optional
         Serve TLS with these (`fedsim.engines.flower.certificates.write_certificates`);
         without them the connections are plain (``--insecure``).
+    authenticate : bool, default False
+        SuperNode authentication (``--enable-supernode-auth``): only SuperNodes with a
+        registered key may join. Needs ``certificates``: Flower authenticates over TLS only.
 
     Each process's output goes to a file in the federation's temporary folder, whose last
     lines an error quotes.
     """
 
     def __init__(self, num_supernodes: int, *, superlink_port: int | None = None,
-                 certificates: Certificates | None = None):
+                 certificates: Certificates | None = None, authenticate: bool = False):
+        if authenticate and certificates is None:
+            raise ValueError("`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only")
         self.num_supernodes = num_supernodes
         self.certificates = certificates
+        self.authenticate = authenticate
         self.superlink_port = superlink_port
         self.processes: list[subprocess.Popen] = []
         self.home: Path | None = None
@@ -89,7 +99,7 @@ class LocalFederation:
         return env
 
     def start(self) -> None:
-        """Start the SuperLink, wait until it listens, then start the SuperNodes."""
+        """Start the SuperLink, wait until it listens, then start the SuperNodes (registering their keys)."""
         port = self.superlink_port if self.superlink_port is not None else free_port()
         check_port_free(port, "--superlink-port")
         self.superlink_port = port
@@ -97,28 +107,52 @@ class LocalFederation:
                     ["--ssl-ca-certfile", str(self.certificates.ca),
                      "--ssl-certfile", str(self.certificates.certificate),
                      "--ssl-keyfile", str(self.certificates.key)])
+        if self.authenticate:
+            security.append("--enable-supernode-auth")
         superlink = self._spawn("superlink", ["flower-superlink", *security, "--host", LOOPBACK, "--port", str(port),
                                               "--disable-runtime-dependency-installation"])
         wait_listening(port, superlink, self.log_path("superlink"))
-        node_security = (["--insecure"] if self.certificates is None else
-                         ["--root-certificates", str(self.certificates.ca)])
+        self.write_connection()
         for partition_id in range(self.num_supernodes):
-            self._spawn(f"supernode-{partition_id}", [
-                "flower-supernode", *node_security, "--superlink", f"{LOOPBACK}:{port}",
-                "--node-config", f"partition-id={partition_id} num-partitions={self.num_supernodes}",
-                "--host", LOOPBACK, "--port", str(free_port()),
-            ])
+            name = f"supernode-{partition_id}"
+            key = self.register(write_node_key(self.home / "keys", name)) if self.authenticate else None
+            self.start_supernode(name, partition_id, key)
+
+    def write_connection(self) -> None:
+        """Name this SuperLink in Flower's ``config.toml``, for ``flwr`` (the connection `CONNECTION`)."""
+        security = ({"insecure": True} if self.certificates is None
+                    else {"root-certificates": str(self.certificates.ca)})
+        connection = {"address": f"{LOOPBACK}:{self.superlink_port}", **security}
+        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
+                                               + toml_entries(connection))
+
+    def register(self, key: NodeKey) -> NodeKey:
+        """Register ``key``'s public half with the SuperLink (``flwr supernode register``); return ``key``."""
+        command = ["flwr", "supernode", "register", str(key.public), CONNECTION]
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=self.environment(), cwd=self.home, timeout=REGISTER_TIMEOUT_S)
+        if done.returncode != 0:
+            raise RuntimeError(f"flwr supernode register {key.public.name} exited with status {done.returncode}:\n"
+                               f"{done.stdout.strip()}")
+        return key
+
+    def start_supernode(self, name: str, partition_id: int, key: NodeKey | None = None) -> subprocess.Popen:
+        """Start a SuperNode serving ``partition_id``, signing with ``key`` when given; its log is ``name``'s."""
+        security = (["--insecure"] if self.certificates is None else
+                    ["--root-certificates", str(self.certificates.ca)])
+        if key is not None:
+            security += ["--auth-supernode-private-key", str(key.private)]
+        return self._spawn(name, [
+            "flower-supernode", *security, "--superlink", f"{LOOPBACK}:{self.superlink_port}",
+            "--node-config", f"partition-id={partition_id} num-partitions={self.num_supernodes}",
+            "--host", LOOPBACK, "--port", str(free_port()),
+        ])
 
     def run(self, entries: dict, *, stream=None) -> int:
         """Submit fedsim's app with run-config ``entries`` and stream its log; return ``flwr run``'s exit status.
 
         ``stream`` receives the log (a file, or ``subprocess.DEVNULL``; default: this process's standard output).
         """
-        security = ({"insecure": True} if self.certificates is None
-                    else {"root-certificates": str(self.certificates.ca)})
-        connection = {"address": f"{LOOPBACK}:{self.superlink_port}", **security}
-        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-                                               + toml_entries(connection))
         settings = self.home / "settings.toml"
         settings.write_text(toml_entries(entries))
         command = ["flwr", "run", str(APP_FOLDER), CONNECTION, "--stream", "--run-config", str(settings)]
