@@ -77,13 +77,16 @@ def command_run(args) -> None:
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .compare import comparison_table
     from .engines.inprocess import run
+    from .engines.inprocess.parallel import check_workers
     from .results import RunFolder
     from .strategies import get_strategy
 
+    check_workers(args.workers, config)
     RunFolder(args.out).check(resume=args.resume, config=config)
     data, partition = prepare(config)
     print(get_strategy(config.strategy).describe(config))
-    result = run(config, args.out, resume=args.resume, quiet=args.quiet, data=data, partition=partition)
+    result = run(config, args.out, resume=args.resume, quiet=args.quiet, data=data, partition=partition,
+                 workers=args.workers)
     print()
     print(comparison_table({config.strategy: result}))
     print(f"\nresults in {args.out}/ (metrics.csv, summary.json, learning_curves.png, config.json, partition.json, "
@@ -184,7 +187,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
     parser.add_argument("--version", action="version", version=f"fedsim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    add_training_command(commands, "run", "train one strategy", command_run)
+    run_command = add_training_command(commands, "run", "train one strategy", command_run)
+    run_command.add_argument("--workers", type=int, default=1, help="processes that train a round's clients in "
+                             "parallel, this one included, one core each (fedavg, fednova; CPU; default 1)")
     compare = add_training_command(commands, "compare", "compare strategies on one partition", command_compare,
                                     hidden=("strategy",))  # --strategies names them; --strategy gets its own error
     compare.add_argument("--strategies", default="allreduce,reweighted,fedavg",

@@ -29,7 +29,7 @@ class DistributedFedAvgRounds(FedAvgRounds):
         super().__init__(config, model, data, task, partition)
         self.ranks = ranks
 
-    def served(self, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    def served(self, round_index: int, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Return this rank's share of the round's (client, weight) pairs: every N-th from its rank."""
         return assignments[self.ranks.rank :: self.ranks.world_size]
 

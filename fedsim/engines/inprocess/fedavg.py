@@ -63,16 +63,21 @@ class FedAvgRounds:
         # The weighted sum of the trained models, read in place from the shared model object;
         # the algorithm turns it into the mean delta (FedAvg: minus the global model).
         mean_delta = [torch.zeros_like(t) for t in self.global_state]
-        trained = state_tensors(self.model)
         self.algorithm.begin_round()
-        for client, weight in self.served(list(zip(clients, weights))):
-            update = self.train_client(client, round_index)
-            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps)
-            accumulate(mean_delta, trained, self.algorithm.scale(weight, update.num_steps))
-            self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
+        self.train_clients(round_index, self.served(round_index, list(zip(clients, weights))), mean_delta, stats)
         self.combine(mean_delta, stats)
         self.step_server(mean_delta, stats, len(clients))
         return stats
+
+    def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
+                      stats: RoundStats) -> None:
+        """Train each client of the (client, weight) pairs in turn; add its scaled trained model to ``weighted_sum``."""
+        trained = state_tensors(self.model)
+        for client, weight in assignments:
+            update = self.train_client(client, round_index)
+            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps)
+            accumulate(weighted_sum, trained, self.algorithm.scale(weight, update.num_steps))
+            self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
 
     def sampled_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
@@ -95,8 +100,8 @@ class FedAvgRounds:
         self.server.step_delta(mean_state)
         self.algorithm.end_round()
 
-    def served(self, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """Return the (client, weight) pairs this process trains: all of them, in one process."""
+    def served(self, round_index: int, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Return the (client, weight) pairs of round ``round_index`` this process trains: all of them, here."""
         return assignments
 
     def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:

@@ -14,6 +14,7 @@ from ...strategies import get_strategy
 from ..rounds import drive
 from .fedavg import FedAvgRounds
 from .gradient import GradientRounds
+from .parallel import ParallelFedAvgRounds, check_workers
 
 
 @dataclass
@@ -26,7 +27,7 @@ class RunResult:
 
 
 def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None, partition=None,
-        grid=None) -> RunResult:
+        grid=None, workers: int = 1) -> RunResult:
     """Run one strategy in this process and return its rows, summary and final model.
 
     Parameters
@@ -45,15 +46,27 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     grid : fedsim.schedule.SampleGrid, optional
         The samples each round is worth (the config's own by default); `fedsim.compare.compare`
         puts every strategy on FedAvg's.
+    workers : int, default 1
+        Processes that train a round's clients in parallel, this one included
+        (`fedsim.engines.inprocess.parallel`); the result is the same up to the order of a sum.
     """
+    check_workers(workers, config)
     if out is not None:
         RunFolder(out).check(resume=resume)  # a bad `--out` is reported before any work
     setup = RunSetup.build(config, data=data, partition=partition)
     data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
-    rounds = build_rounds(config, setup)
-    recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid, quiet=quiet)
-    restore(rounds, recorder.start())
-    summary = drive(recorder, rounds, lambda: evaluate(model, evaluated_state(rounds), data, task=task))
+    if workers == 1:
+        rounds = build_rounds(config, setup)
+    else:
+        rounds = ParallelFedAvgRounds(config, model, data, task, partition, workers)
+    try:
+        recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
+                            quiet=quiet)
+        restore(rounds, recorder.start())
+        summary = drive(recorder, rounds, lambda: evaluate(model, evaluated_state(rounds), data, task=task))
+    finally:
+        if workers > 1:
+            rounds.close()
     return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
 
 

@@ -1,0 +1,195 @@
+"""FedAvg rounds whose clients train in parallel, in worker processes forked from the run's process.
+
+``fedsim run --workers N`` trains a round's sampled clients N at a time: this process and N - 1
+workers forked from it once the data, the partition and the model are built, so that they share
+those pages and start without importing anything. As a DDP rank does
+(`fedsim.engines.distributed.fedavg`), worker i trains the clients ``i, i + N, ...`` of the round
+through the shared client core, with one torch thread each, and adds its scaled trained models
+into a buffer of its own in shared memory; the global model is in shared memory too, so a round's
+message to a worker is a list of (client, weight) pairs. The buffers are added in worker order,
+so a result never depends on which worker finishes first; it differs from ``--workers 1`` only by
+the order of a floating-point sum (the tests compare them in float64).
+
+Fork starts the workers: the CPU only, and not for strategies whose clients keep a state between
+rounds (`fedsim.strategies.STATEFUL_CLIENTS`), which would have to follow a client from worker
+to worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+
+import torch
+
+from ...recorder import RoundStats
+from ...strategies import STATEFUL_CLIENTS, get_strategy
+from .fedavg import FedAvgRounds
+
+#: Seconds a worker has to exit once told to, before it is killed.
+STOP_TIMEOUT_S = 5.0
+#: The most workers `check_workers` accepts.
+MAX_WORKERS = 256
+
+
+def check_workers(workers, config) -> None:
+    """Refuse a ``--workers`` count that is not a whole number in 1..256, or that ``config`` cannot use.
+
+    More than one worker needs a strategy that trains locally (fedavg, fednova), whose clients
+    keep no state between rounds, on the CPU (workers are forked processes).
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise ValueError(f"`--workers` must be a whole number in 1..{MAX_WORKERS}, got {workers!r}")
+    if workers == 1:
+        return
+    if not get_strategy(config.strategy).local_training:
+        raise ValueError(f"`--workers` {workers} trains FedAvg's clients in parallel; `strategy`={config.strategy!r} "
+                         "takes one step of every rank at a time: leave --workers out (or run it with fedsim ddp)")
+    if config.strategy in STATEFUL_CLIENTS:
+        raise ValueError(f"`strategy`={config.strategy!r} keeps a state on each client between rounds: leave "
+                         f"--workers out (with `--workers` {workers} a client trains in whichever process serves it)")
+    if config.device != "cpu":
+        raise ValueError(f"`--workers` {workers} forks CPU processes; with `device`={config.device!r} leave it out")
+
+
+@contextlib.contextmanager
+def one_torch_thread():
+    """Run the block with one intra-op thread (each worker has a core), then restore the count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+class ParallelFedAvgRounds(FedAvgRounds):
+    """`FedAvgRounds` with each round's clients shared out among this process and ``workers - 1`` forked ones.
+
+    Parameters
+    ----------
+    config, model, data, task, partition
+        As for `FedAvgRounds`.
+    workers : int
+        Processes that train clients, this one included (`check_workers`).
+
+    The workers start with the first round and stop at `close` (``with`` closes them too).
+    """
+
+    def __init__(self, config, model, data, task, partition, workers: int):
+        check_workers(workers, config)
+        super().__init__(config, model, data, task, partition)
+        self.workers = workers
+        self._pool: list[Worker] = []
+
+    def __enter__(self) -> ParallelFedAvgRounds:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
+        """Run round ``round_index`` as `FedAvgRounds` does, its clients trained in parallel."""
+        with one_torch_thread():
+            return super().train_round(round_index, samples_before, target)
+
+    def served(self, round_index: int, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
+        """Send each worker its share of the round's (client, weight) pairs; return this process's share."""
+        if not self._pool:
+            self._start_pool()
+        for index, worker in enumerate(self._pool, start=1):
+            worker.send(round_index, assignments[index :: self.workers])
+        return assignments[:: self.workers]
+
+    def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
+        """Add each worker's sums, in worker order, to this process's."""
+        for worker in self._pool:
+            samples, loss_sum, steps, sums = worker.receive()
+            torch._foreach_add_(mean_delta, worker.buffer)
+            if sums:
+                torch._foreach_add_(self.algorithm.sums(), sums)
+            stats.add_client(samples, loss_sum, steps)
+
+    def close(self) -> None:
+        """Stop the workers (told to exit, killed if they have not within `STOP_TIMEOUT_S`)."""
+        pool, self._pool = self._pool, []
+        for worker in pool:
+            worker.stop()
+
+    def _start_pool(self) -> None:
+        for tensor in self.global_state:  # the workers read every round's global model from here
+            tensor.share_memory_()
+        context = multiprocessing.get_context("fork")
+        for index in range(1, self.workers):
+            self._pool.append(Worker(self, context, index))
+
+
+class Worker:
+    """One forked process that trains the clients it is sent, and the pipe and shared buffer to reach it."""
+
+    def __init__(self, rounds: ParallelFedAvgRounds, context, index: int):
+        self.index = index
+        self.buffer = [torch.zeros_like(tensor).share_memory_() for tensor in rounds.global_state]
+        self.connection, child_end = context.Pipe()
+        self.process = context.Process(target=serve, args=(rounds, child_end, self.buffer), daemon=True,
+                                       name=f"fedsim-worker-{index}")
+        self.process.start()
+        child_end.close()
+        self._round = None
+
+    def send(self, round_index: int, assignments: list[tuple[int, float]]) -> None:
+        """Ask the worker to train ``assignments`` in round ``round_index``."""
+        self._round = round_index + 1  # as metrics.csv numbers it
+        self.connection.send((round_index, assignments))
+
+    def receive(self) -> tuple[int, float, int, list[torch.Tensor]]:
+        """Wait for the worker's round: samples, loss sum, steps and the algorithm's sums (its buffer is filled)."""
+        try:
+            reply = self.connection.recv()
+        except EOFError:
+            self.process.join(STOP_TIMEOUT_S)
+            raise RuntimeError(f"client worker {self.index} (pid {self.process.pid}) exited with status "
+                               f"{self.process.exitcode} during round {self._round}") from None
+        if isinstance(reply, str):
+            raise RuntimeError(f"client worker {self.index} failed in round {self._round}: {reply}")
+        return reply
+
+    def stop(self) -> None:
+        """Tell the worker to exit and wait for it; kill it if it does not."""
+        with contextlib.suppress(OSError):
+            self.connection.send(None)
+        self.process.join(STOP_TIMEOUT_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.connection.close()
+
+
+def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) -> None:
+    """A worker's loop: train the clients of each round it is sent into ``buffer``, until told to stop.
+
+    Ctrl-C reaches every process of the terminal's group; the run's process handles it and stops
+    the workers, so a worker ignores it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    while (message := _next_message(connection)) is not None:
+        round_index, assignments = message
+        try:
+            torch._foreach_zero_(buffer)
+            stats = RoundStats()
+            rounds.algorithm.begin_round()
+            rounds.train_clients(round_index, assignments, buffer, stats)
+            sums = [tensor.clone() for tensor in rounds.algorithm.sums()]
+            connection.send((stats.samples, stats.loss_sum, stats.steps, sums))
+        except Exception as error:  # reported by the run's process, which stops
+            connection.send(f"{type(error).__name__}: {error}")
+            return
+
+
+def _next_message(connection):
+    try:
+        return connection.recv()
+    except EOFError:  # the run's process is gone
+        return None
