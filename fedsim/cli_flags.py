@@ -75,7 +75,8 @@ HELP = {
     "eval_every": "evaluate on the test split every this many rounds (and after the last)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (and after the last)",
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",
-    "fused": "allreduce/reweighted: one forward of K x B samples where per-rank semantics allow",
+    "fused": "one forward of K x B samples (allreduce/reweighted), or of every client whose round is one SGD "
+             "step (fedavg, fednova), where that computes what one forward each would",
     "compression": "allreduce/reweighted: how gradients travel: none, fp16, bf16, int8, or powersgd (fedsim ddp "
                    "only); bytes are counted compressed",
     "powersgd_rank": "--compression powersgd: the rank of its low-rank approximation, >= 1",

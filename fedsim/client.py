@@ -156,7 +156,7 @@ def client_update(
     processed = steps = 0
     with seeded_global_rng(derive_seed(seed, Stream.CLIENT_DROPOUT, round, client), device), \
             contrast.training(model) if contrast is not None else contextlib.nullcontext():
-        for batch in _batches(shard, training, generator):
+        for batch in local_batches(shard, training, generator):
             opt.zero_grad(set_to_none=True)
             for chunk in batch.chunk(training.micro_batches):
                 # each chunk's summed loss over the whole batch's size: the batch mean
@@ -233,8 +233,12 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 100
     return metrics
 
 
-def _batches(shard, training, generator):
-    """Yield index batches: ``epochs`` shuffled passes, or ``local_steps`` batches across reshuffles."""
+def local_batches(shard: torch.Tensor, training: LocalTraining, generator: torch.Generator):
+    """Yield a client's index batches: ``epochs`` shuffled passes, or ``local_steps`` batches across reshuffles.
+
+    Each pass is a permutation drawn from ``generator`` when the pass starts, so a client's
+    random stream is consumed in the same order however its batches are used.
+    """
     epochs, remaining, batch_size = training.epochs, training.local_steps, training.batch_size
     epoch = 0
     while (epochs is not None and epoch < epochs) or (remaining is not None and remaining > 0):

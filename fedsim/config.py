@@ -33,10 +33,10 @@ class RunConfig:
     strategy             its own fields
     ===================  ==========================================================
     ``fedavg``           fraction, local_epochs, local_steps, mu, server_lr, server_momentum, server_optimizer,
-                         server_beta1, server_beta2, server_tau
-    ``scaffold``,        as fedavg without mu (``fednova`` reads ``momentum`` into its normalisation)
-    ``fednova``
-    ``moon``             as fedavg without mu; moon_mu, moon_temperature
+                         server_beta1, server_beta2, server_tau, fused
+    ``scaffold``         as fedavg without mu and fused
+    ``fednova``          as fedavg without mu (it reads ``momentum`` into its normalisation)
+    ``moon``             as fedavg without mu and fused; moon_mu, moon_temperature
     ``allreduce``        uneven, fused, compression, powersgd_rank, sync_bn
     ``reweighted``       uneven, fused, compression, powersgd_rank, sync_bn; dynamic_rule, temperature with
                          ``weights="dynamic"``
@@ -134,7 +134,9 @@ class RunConfig:
     fused : bool
         allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
         keeps per-rank semantics (no BatchNorm, no dropout, no cosine
-        rule); otherwise a loop over ranks.
+        rule); otherwise a loop over ranks. FedAvg's round: the clients whose round is one SGD
+        step on one batch train in one forward and backward
+        (`fedsim.engines.inprocess.one_step`); otherwise a loop over clients.
     sync_bn : bool
         allreduce/reweighted: BatchNorm statistics over every rank's batch at once
         (`fedsim.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
@@ -314,10 +316,10 @@ class RunConfig:
 
         Examples
         --------
-        >>> shared = RunConfig(strategy="reweighted", weights="dynamic", temperature=0.5, fused=False)
+        >>> shared = RunConfig(strategy="reweighted", weights="dynamic", temperature=0.5, uneven="cycle")
         >>> fedavg = shared.for_strategy("fedavg", keep_weights=True)
-        >>> fedavg.weights, fedavg.temperature, fedavg.fused
-        ('size', 1.0, True)
+        >>> fedavg.weights, fedavg.temperature, fedavg.uneven
+        ('size', 1.0, 'join')
         >>> shared.for_strategy("reweighted").temperature  # the default rule, size, has no temperature
         1.0
         """

@@ -71,7 +71,8 @@ SETTINGS: dict[str, Setting] = {
     "moon_mu": Setting(frozenset({"moon"}), "MOON's contrastive-loss weight"),
     "moon_temperature": Setting(frozenset({"moon"}), "MOON's contrastive-loss temperature"),
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
-    "fused": Setting(_GRADIENT, "allreduce and reweighted's one forward over all ranks"),
+    "fused": Setting(_GRADIENT | {"fedavg", "fednova"}, "the one forward over all ranks (allreduce, reweighted) "
+                     "or over the clients that take one step (fedavg, fednova)"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
     "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with `compression`='powersgd'"),
     "sync_bn": Setting(_GRADIENT, "allreduce and reweighted's BatchNorm over all ranks' batches"),

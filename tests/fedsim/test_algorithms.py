@@ -200,7 +200,6 @@ def test_scaffold_and_fednova_learn_under_two_classes_per_client(mnist5k):
     ({"strategy": "fedavg", "moon_mu": 5.0}, "`moon_mu`=5.0 does nothing with `strategy`='fedavg'"),
     ({"strategy": "scaffold", "mu": 0.01}, "`mu`=0.01 does nothing with `strategy`='scaffold'"),
     ({"strategy": "moon", "moon_temperature": 0.0}, "`moon_temperature`"),
-    ({"strategy": "fednova", "fused": False}, "`fused`=False does nothing with `strategy`='fednova'"),
 ])
 def test_a_setting_the_algorithm_does_not_read_is_refused(settings, message):
     with pytest.raises(ValueError, match=message):

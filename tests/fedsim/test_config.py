@@ -31,7 +31,7 @@ UNREAD = [
     ("server_beta2", 0.5, "allreduce"),
     ("server_tau", 0.1, "allreduce"),
     ("uneven", "cycle", "fedavg"),
-    ("fused", False, "fedavg"),
+    ("fused", False, "scaffold"),
     ("dynamic_rule", "cosine", "fedavg"),
     ("temperature", 0.5, "allreduce"),
     ("compression", "int8", "fedavg"),

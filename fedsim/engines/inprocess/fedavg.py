@@ -13,6 +13,7 @@ from ...recorder import RoundStats
 from ...schedule import model_bytes, sample_clients
 from ...server import ServerOptimizer
 from ...training import LocalTraining, loss_scaler
+from .one_step import OneStepClients
 
 
 class FedAvgRounds:
@@ -49,6 +50,7 @@ class FedAvgRounds:
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
         # one loss scaler for all clients, so that none restarts from the initial fp16 scale
         self._scaler = loss_scaler(config.amp, self.global_state[0].device)
+        self.one_step = OneStepClients(self) if OneStepClients.applies(self) else None
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
@@ -71,7 +73,14 @@ class FedAvgRounds:
 
     def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
                       stats: RoundStats) -> None:
-        """Train each client of the (client, weight) pairs in turn; add its scaled trained model to ``weighted_sum``."""
+        """Train the clients of the (client, weight) pairs; add their scaled trained models to ``weighted_sum``.
+
+        Those whose round is one SGD step train together (`OneStepClients`), the others in turn.
+        """
+        if self.one_step is not None:
+            fused, assignments = self.one_step.split(round_index, assignments)
+            if fused:
+                self.one_step.train(fused, weighted_sum, stats)
         trained = state_tensors(self.model)
         for client, weight in assignments:
             update = self.train_client(client, round_index)

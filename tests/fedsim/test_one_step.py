@@ -1,0 +1,101 @@
+"""Clients whose round is one SGD step train in one forward: the per-client loop's result, in float64."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from fedsim.build import RunSetup
+from fedsim.engines.inprocess.fedavg import FedAvgRounds
+from fedsim.optim import OptimizerConfig
+
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.one_step import OneStepClients, _groups
+
+from .numerics import EXACT, relative_distance
+
+# digits: 1,797 images over 60 clients, about 24 each; with batch 32 most rounds are one step
+BASE = {"dataset": "digits", "model": "mlp", "dtype": "float64", "num_partitions": 60, "fraction": 0.5,
+        "rounds": 3, "batch_size": 32, "lr": 0.1}
+CASES = {
+    "fedavg, all one step": {"partition": "iid"},
+    "FedProx, momentum, weight decay, FedAvgM, feature noise": {
+        "partition": "iid", "mu": 0.1, "momentum": 0.5, "weight_decay": 0.01, "server_momentum": 0.5,
+        "feature_noise": 0.2},
+    "quantity skew: one-step and longer clients in a round": {"partition": "quantity", "alpha": 0.5,
+                                                               "min_partition_size": 0},
+    "fednova, FedAdam, one local step each": {"strategy": "fednova", "partition": "dirichlet", "alpha": 0.5,
+                                             "min_partition_size": 0, "local_steps": 1,
+                                             "server_optimizer": "adam", "server_lr": 0.01},
+}
+
+
+@pytest.fixture
+def fused_clients(monkeypatch):
+    """Count the clients that `OneStepClients.train` trains together."""
+    counted = []
+    train = OneStepClients.train
+
+    def counting(self, clients, weighted_sum, stats):
+        counted.append(len(clients))
+        return train(self, clients, weighted_sum, stats)
+
+    monkeypatch.setattr(OneStepClients, "train", counting)
+    return counted
+
+
+def rows_without(rows, columns):
+    return [{key: value for key, value in row.items() if key not in columns} for row in rows]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_one_forward_for_the_one_step_clients_ends_where_the_loop_ends(tmp_path, fused_clients, case):
+    config = RunConfig(**{**BASE, **CASES[case]})
+    fused = run(config, tmp_path / "fused")
+    assert sum(fused_clients) >= 30  # most of the 3 x 30 sampled clients went through the fused path
+    looped = run(dataclasses.replace(config, fused=False), tmp_path / "looped")
+    torch.testing.assert_close(fused.global_state, looped.global_state, **EXACT)
+    losses = ["train_loss", "test_loss"]
+    assert rows_without(fused.rows, ["wall_s", *losses]) == rows_without(looped.rows, ["wall_s", *losses])
+    for got, want in zip(fused.rows, looped.rows):
+        assert [got[name] for name in losses] == pytest.approx([want[name] for name in losses], rel=1e-10)
+
+
+def test_float32_one_forward_is_close_to_the_loop_as_a_whole(tmp_path):
+    config = RunConfig(**{**BASE, "dtype": "float32", "model": "cnn", "partition": "iid"})
+    fused, looped = run(config), run(dataclasses.replace(config, fused=False))
+    assert relative_distance(fused.global_state, looped.global_state) < 1e-4
+
+
+def fedavg_rounds(config, optimizer=None) -> FedAvgRounds:
+    setup = RunSetup.build(config)
+    rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    if optimizer is not None:  # a client optimizer the command line does not offer
+        rounds.training = dataclasses.replace(rounds.training, optimizer=optimizer)
+        rounds.one_step = OneStepClients(rounds) if OneStepClients.applies(rounds) else None
+    return rounds
+
+
+def test_nesterov_clients_in_one_forward_end_where_the_loop_ends():
+    config = RunConfig(**BASE, partition="iid", weight_decay=0.01)
+    nesterov = OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)
+    fused, looped = fedavg_rounds(config, nesterov), fedavg_rounds(config, nesterov)
+    looped.one_step = None
+    for round_index in range(2):
+        fused.train_round(round_index)
+        looped.train_round(round_index)
+    torch.testing.assert_close(fused.global_state, looped.global_state, **EXACT)
+
+
+@pytest.mark.parametrize("settings, optimizer", [
+    ({"strategy": "scaffold"}, None), ({"strategy": "moon"}, None), ({"model": "cnn", "norm": "batch"}, None),
+    ({"fused": False}, None), ({}, OptimizerConfig(name="adam", lr=0.01)),
+])
+def test_what_one_forward_would_not_compute_is_trained_client_by_client(settings, optimizer):
+    assert fedavg_rounds(RunConfig(**{**BASE, **settings}), optimizer).one_step is None
+
+
+def test_groups_keep_each_forward_within_the_limit():
+    assert list(_groups([3, 3, 3, 9, 1], 6)) == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    assert list(_groups([], 6)) == []
