@@ -106,7 +106,7 @@ def command_flower_deploy(args) -> None:
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.flower import check_flower_config
     from .engines.flower.certificates import Certificates
-    from .engines.flower.deploy import LocalFederation, check_port_free
+    from .engines.flower.deploy import LocalFederation, check_authentication, check_port_free
     from .engines.flower.records import to_run_config
     from .results import RunFolder, read_rows
     from .strategies import get_strategy
@@ -119,8 +119,7 @@ def command_flower_deploy(args) -> None:
                          "each SuperNode serves one partition")
     if args.superlink_port is not None:
         check_port_free(args.superlink_port, "--superlink-port")
-    if args.auth and not args.tls:
-        raise ValueError("`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only")
+    check_authentication(args.auth, bool(args.tls))
     certificates = Certificates.in_folder(args.tls) if args.tls else None
     out = Path(args.out).resolve()  # the ServerApp runs in another process and folder
     RunFolder(out).check(resume=args.resume, config=config)

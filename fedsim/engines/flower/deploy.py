@@ -7,7 +7,8 @@ fedsim's app folder with ``flwr run --stream`` and the run's settings as a run-c
 With ``authenticate`` the SuperLink admits only SuperNodes whose keys it has registered: each
 SuperNode gets a new key in that temporary folder, registered with ``flwr supernode register``
 before the node starts. Every process it started, and every process those started, is stopped
-on the way out, after an error or Ctrl-C too. Nothing is installed at run time and nothing checks for updates.
+on the way out, after an error or Ctrl-C too. Nothing is installed at run time and nothing
+checks for updates.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ class LocalFederation:
 
     def __init__(self, num_supernodes: int, *, superlink_port: int | None = None,
                  certificates: Certificates | None = None, authenticate: bool = False):
-        if authenticate and certificates is None:
-            raise ValueError("`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only")
+        check_authentication(authenticate, certificates is not None)
         self.num_supernodes = num_supernodes
         self.certificates = certificates
         self.authenticate = authenticate
@@ -173,6 +173,12 @@ class LocalFederation:
 
 def _exit_on_sigterm(number, frame):
     raise SystemExit(128 + number)
+
+
+def check_authentication(authenticate: bool, tls: bool) -> None:
+    """Refuse SuperNode authentication without TLS, which Flower does not offer."""
+    if authenticate and not tls:
+        raise ValueError("`--auth` needs `--tls DIR`: Flower authenticates SuperNodes over TLS only")
 
 
 def check_port_free(port: int, flag: str) -> None:

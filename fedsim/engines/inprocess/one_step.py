@@ -61,9 +61,16 @@ class OneStepClients:
 
     @staticmethod
     def applies(rounds) -> bool:
-        """Whether ``rounds``' clients may be fused: SGD, no per-sample coupling, no client terms or after-steps."""
+        """Whether some of ``rounds``' clients may take a single step, and one forward computes what theirs would.
+
+        That needs plain SGD, no BatchNorm or dropout, no AMP, one micro-batch, and an algorithm
+        without client terms or after-steps.
+        """
         training, algorithm = rounds.training, rounds.algorithm
-        return (rounds.config.fused and training.optimizer.name == "sgd" and not training.amp
+        # more than one step for every client: two epochs, two steps, or a full second batch in the one epoch
+        one_step_possible = training.local_steps == 1 or (
+            training.local_steps is None and training.epochs == 1 and int(min(rounds.sizes)) < 2 * training.batch_size)
+        return (one_step_possible and rounds.config.fused and training.optimizer.name == "sgd" and not training.amp
                 and training.micro_batches == 1 and not forward_per_rank(rounds.model)
                 and type(algorithm).client_terms is RoundAlgorithm.client_terms
                 and type(algorithm).after_client is RoundAlgorithm.after_client)

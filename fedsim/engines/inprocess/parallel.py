@@ -74,7 +74,7 @@ class ParallelFedAvgRounds(FedAvgRounds):
     workers : int
         Processes that train clients, this one included (`check_workers`).
 
-    The workers start with the first round and stop at `close` (``with`` closes them too).
+    The workers start with the first round and stop at `close`.
     """
 
     def __init__(self, config, model, data, task, partition, workers: int):
@@ -82,12 +82,6 @@ class ParallelFedAvgRounds(FedAvgRounds):
         super().__init__(config, model, data, task, partition)
         self.workers = workers
         self._pool: list[Worker] = []
-
-    def __enter__(self) -> ParallelFedAvgRounds:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index`` as `FedAvgRounds` does, its clients trained in parallel."""
