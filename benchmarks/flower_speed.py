@@ -36,6 +36,9 @@ JOBS = {
     "X": {"clients": 1000, "sampled": 100},
 }
 
+ENGINES = {"a": "(a) fedsim run", "b": "(b) fedsim flower simulate", "c": "(c) fedsim flower deploy",
+           "d": "(d) plain Flower app"}
+
 
 def pss_bytes(pid: int) -> int:
     """Return the proportional set size of ``pid`` (0 if it is gone)."""
@@ -118,6 +121,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="rounds per job (default 5)")
     parser.add_argument("--jobs", default="J,X", help="which jobs, comma-separated (default J,X)")
     parser.add_argument("--workers", type=int, default=2, help="fedsim run's --workers (default 2)")
+    parser.add_argument("--engines", default="a,b,c,d",
+                        help="which engines, by letter, comma-separated (default a,b,c,d; (d) is always run: "
+                             "the ratios are to it)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -127,14 +133,16 @@ def main() -> None:
     unknown = [name for name in names if name not in JOBS]
     if unknown:
         parser.error(f"--jobs: unknown job {unknown[0]!r}; the jobs are J and X")
+    letters = {letter.strip() for letter in args.engines.split(",") if letter.strip()} | {"d"}
+    if unknown := sorted(letters - set(ENGINES)):
+        parser.error(f"--engines: unknown engine {unknown[0]!r}; the engines are a, b, c and d")
     results = {}
     with tempfile.TemporaryDirectory() as folder:
         for name in names:
             job = JOBS[name]
-            engines = ["(a) fedsim run", "(b) fedsim flower simulate", "(c) fedsim flower deploy",
-                       "(d) plain Flower app"]
-            if job["clients"] > 100:
-                engines.remove("(c) fedsim flower deploy")  # a process per client: not on one machine
+            # (c) starts a process per client: not for 1,000 clients on one machine
+            engines = [engine for letter, engine in ENGINES.items()
+                       if letter in letters and (letter != "c" or job["clients"] <= 100)]
             results[name] = {engine: run_engine(engine, job, args.rounds, Path(folder), args.workers)
                              for engine in engines}
     for name, measured in results.items():

@@ -17,9 +17,10 @@ from __future__ import annotations
 import torch
 
 from .config import SERVER_OPTIMIZERS
+from .optim import OneGroupOptimizer
 
 
-class FedOptAdaptive(torch.optim.Optimizer):
+class FedOptAdaptive(OneGroupOptimizer):
     """FedAdagrad, FedAdam or FedYogi over the global parameters, whose ``.grad`` holds minus the mean delta.
 
     Parameters

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partitions.plot import save_figure
+from partitions.figure_file import save_figure
 
 
 def strategy_colors(names) -> dict[str, tuple]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from .fedopt import FedOptAdaptive
+from .optim import SGD
 from .strategies import get_strategy
 from .training import loss_scaler
 
@@ -30,7 +31,8 @@ class ServerOptimizer:
     scaler : torch.amp.GradScaler, optional
         The fp16 loss scaler whose scaled gradients `step_gradient` unscales.
     optimizer : {"sgd", "adagrad", "adam", "yogi"}, default "sgd"
-        SGD, or FedOpt's `fedsim.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
+        SGD (`fedsim.optim.SGD`: ``torch.optim.SGD``'s steps and state without
+        ``torch.optim``'s import cost), or FedOpt's `fedsim.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
     """
 
     def __init__(self, params, buffers=(), *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
@@ -38,7 +40,7 @@ class ServerOptimizer:
                  beta2: float = 0.99, tau: float = 1e-3):
         self.params, self.buffers = list(params), list(buffers)
         if optimizer == "sgd":
-            self.optimizer = torch.optim.SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+            self.optimizer = SGD(self.params, lr=lr, momentum=momentum, weight_decay=weight_decay)
         else:
             self.optimizer = FedOptAdaptive(self.params, rule=optimizer, lr=lr, beta1=beta1, beta2=beta2, tau=tau)
         self.scaler = scaler
