@@ -93,6 +93,7 @@ class OneGroupOptimizer:
 
     @property
     def params(self) -> list[torch.Tensor]:
+        """The parameters of the one group."""
         return self.param_groups[0]["params"]
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -110,6 +111,7 @@ class OneGroupOptimizer:
                 param.grad.zero_()
 
     def step(self, closure=None):
+        """Step every parameter that has a gradient (``closure`` is not supported: none of fedsim's callers pass one)."""
         raise NotImplementedError
 
     def state_dict(self) -> dict:

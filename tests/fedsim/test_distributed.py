@@ -279,6 +279,7 @@ def test_a_killed_rank_stops_the_run_with_an_error_that_names_it(tmp_path):
     assert "fedsim ddp: error: torchrun exited with status" in stderr
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_stops_every_rank_and_says_how_to_resume(tmp_path):
     """SIGINT to the launcher's process group, as a terminal's Ctrl-C: exit 130, a resume line, no process left."""
     out = tmp_path / "run"

@@ -83,6 +83,7 @@ def test_resume_drops_the_log_lines_of_replayed_rounds(tmp_path, mnist5k):
     assert lines[2] == "resumed from the checkpoint of round 2"
 
 
+@pytest.mark.usefixtures("ctrl_c")
 def test_ctrl_c_inside_a_write_is_delivered_after_it():
     finished = []
     with pytest.raises(KeyboardInterrupt):
@@ -103,6 +104,7 @@ def _start(out, *extra):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("ctrl_c")
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path, presses):
     out = tmp_path / "run"
