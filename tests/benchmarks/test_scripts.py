@@ -87,3 +87,12 @@ def test_ddp_speed_prints_the_four_jobs_and_their_ratios():
     assert all(job["samples_per_s"] > 0 for job in results.values())
     sent = [job["bytes_per_step_per_rank"] for job in results.values()]
     assert sent[2] * 2 == sent[1] and sent[3] < sent[2]
+
+
+@pytest.mark.parametrize("args, phrase", [(["--engines", "a,e"], "--engines: unknown engine 'e'"),
+                                          (["--jobs", "J,Q"], "--jobs: unknown job 'Q'"),
+                                          (["--rounds", "0"], "--rounds must be at least 1")])
+def test_flower_speed_refuses_bad_input_before_running_anything(args, phrase):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "flower_speed.py"), *args], capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert result.returncode == 2 and phrase in result.stderr and not result.stdout
