@@ -103,3 +103,18 @@ def test_sgd_does_not_import_torch_dynamo():
             "print('torch._dynamo' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_a_loss_scaler_unscales_into_sgd_and_skips_an_infinite_step():
+    # fp16 AMP on CUDA steps the optimizer through torch.amp.GradScaler, which reads param_groups
+    param = torch.nn.Parameter(torch.ones(3))
+    optimizer, scaler = SGD([param], lr=0.1), torch.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale((param * torch.tensor([1.0, 2.0, 3.0])).sum()).backward()
+    scaler.step(optimizer)
+    scaler.update()
+    stepped = param.detach().clone()
+    torch.testing.assert_close(stepped, torch.tensor([0.9, 0.8, 0.7]), rtol=1e-6, atol=0.0)
+    param.grad = torch.tensor([float("inf"), 0.0, 0.0])
+    scaler.step(optimizer)
+    scaler.update()
+    assert torch.equal(param.detach(), stepped) and scaler.get_scale() == 512.0
