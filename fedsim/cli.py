@@ -24,7 +24,8 @@ from pathlib import Path
 from . import __version__
 from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, flag_message
 from .comparison_configs import comparison_configs
-from .config import RunConfig, merge_settings
+from .config import RunConfig
+from .config_file import merge_settings
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
 INTERRUPTED = 130

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .checks import check_choice
-from .config import WEIGHT_RULES, RunConfig, field_values, setting_defaults
+from .config import WEIGHT_RULES, RunConfig, setting_defaults
+from .config_file import field_values
 from .strategies import check_strategy_names, get_strategy, rule_for, unread_message
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
@@ -332,6 +331,8 @@ class RunConfig:
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
         """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores)."""
+        from .config_file import field_values
+
         return cls(**field_values(mapping, source))
 
     @classmethod
@@ -347,6 +348,8 @@ class RunConfig:
     @classmethod
     def from_toml(cls, path, **overrides) -> RunConfig:
         """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
+        from .config_file import merge_settings
+
         return cls.from_mapping(merge_settings(cls.read_toml(path), overrides), source=str(path))
 
     def _check_server_optimizer(self) -> None:
@@ -386,26 +389,6 @@ class RunConfig:
 
 
 _FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
-
-
-def merge_settings(base: Mapping, overrides: Mapping) -> dict:
-    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` tables key by key."""
-    merged = {**base, **overrides}
-    if isinstance(base.get("dataset_options"), dict) and isinstance(overrides.get("dataset_options"), dict):
-        merged["dataset_options"] = {**base["dataset_options"], **overrides["dataset_options"]}
-    return merged
-
-
-def field_values(mapping: Mapping, source: str) -> dict:
-    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
-    known = {field.name for field in fields(RunConfig)}
-    values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
-    if "dataset_option" in values:  # the flag's own spelling, --dataset-option
-        values["dataset_options"] = values.pop("dataset_option")
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")
-    return values
 
 
 def setting_defaults() -> dict:

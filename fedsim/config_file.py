@@ -1,13 +1,20 @@
-"""Read a ``--config FILE.toml`` of run settings; every error names the file, and the line where it can."""
+"""Where a run's settings come from: a ``--config FILE.toml``, a mapping (``config.json``, Flower's run config),
+flags laid over a file. Every error names the source, and for a file the line where it can.
+
+`fedsim.config.RunConfig` is what they become; this module reads and merges them.
+"""
 
 from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
+from dataclasses import fields
 from pathlib import Path
 
 from partitions._io import read_text
 
+from .config import RunConfig
 from .partitioning import SCHEME_SETTINGS
 from .strategies import SETTINGS
 
@@ -39,8 +46,6 @@ def read_settings(path) -> dict:
         if stray:
             raise ValueError(f"{path} has key {stray[0]!r} outside its [run] table; put every setting in [run]")
         data = data["run"]
-    from .config import RunConfig, field_values
-
     values = field_values(data, str(path))
     for name, value in values.items():
         try:
@@ -48,6 +53,26 @@ def read_settings(path) -> dict:
         except (ValueError, TypeError) as error:
             raise type(error)(f"{path}{_line_of(text, name)}: {error}") from None
     return data
+
+
+def merge_settings(base: Mapping, overrides: Mapping) -> dict:
+    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` tables key by key."""
+    merged = {**base, **overrides}
+    if isinstance(base.get("dataset_options"), dict) and isinstance(overrides.get("dataset_options"), dict):
+        merged["dataset_options"] = {**base["dataset_options"], **overrides["dataset_options"]}
+    return merged
+
+
+def field_values(mapping: Mapping, source: str) -> dict:
+    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
+    known = {field.name for field in fields(RunConfig)}
+    values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
+    if "dataset_option" in values:  # the flag's own spelling, --dataset-option
+        values["dataset_options"] = values.pop("dataset_option")
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")
+    return values
 
 
 def _where_read(name: str) -> dict:
