@@ -10,7 +10,10 @@ from .models import create_model
 from .partitioning import partition_for
 from .seeding import Stream, derive_seed
 from .tasks import create_task
-from .training import seeded_global_rng
+from .training import seeded_global_rng, training_batch
+
+#: Samples in the batch `check_model_fits` trains on, unless the run meets a batch of one.
+FIT_CHECK_BATCH = 2
 
 
 @dataclass
@@ -63,3 +66,58 @@ def build_model(config, data, device: torch.device | None = None) -> torch.nn.Mo
                              image_size=data.image_size, **options)
     device = resolve_device(config.device) if device is None else device
     return model.to(device=device, dtype=config.torch_dtype)
+
+
+def smallest_batch(batch_size: int, sizes) -> int:
+    """Return the smallest batch a client's pass over its shard ends with: a shard's remainder, or the shard itself.
+
+    Examples
+    --------
+    >>> smallest_batch(20, [40, 41, 7, 0])
+    1
+    """
+    ends = [size % batch_size or batch_size for size in sizes if size > 0]
+    return min(ends, default=batch_size)
+
+
+def check_model_fits(model: torch.nn.Module, config, data, partition) -> None:
+    """Train ``model`` forward and backward on a tiny batch, so that a model the data does not fit fails at once.
+
+    A model whose layers shrink an image smaller than the dataset's to nothing, or whose
+    BatchNorm sees one value per channel (a batch of one sample reaching a 1x1 feature map),
+    would otherwise fail with PyTorch's message once the run has started. The batch has two
+    samples, or one where the run meets a batch of one (`smallest_batch`); the global random
+    state is left as it was. ``model`` is changed (gradients, BatchNorm statistics): give it
+    one built for the check.
+
+    Raises
+    ------
+    ValueError
+        Naming ``model``, ``dataset`` and, for a batch of one, ``batch_size``.
+    """
+    from .tasks import create_task
+
+    size = min(FIT_CHECK_BATCH, smallest_batch(config.batch_size, partition.sizes), len(data.train_labels))
+    param = next(model.parameters())
+    task = create_task(data.num_classes, multilabel=data.multilabel)
+    devices = [param.device] if param.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        inputs, targets = training_batch(data, torch.arange(size), torch.Generator().manual_seed(0), 0.0,
+                                         param.device, param.dtype)
+        model.train()
+        try:
+            task.loss(model(inputs), targets).sum().backward()
+        except Exception as error:  # PyTorch raises several types for a shape that does not fit
+            reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
+            image = f"{data.in_channels}x{data.image_size}x{data.image_size}"
+            norm = "" if config.norm is None else f" with `norm`={config.norm!r}"
+            if size == 1:
+                where = ("every batch is one sample" if config.batch_size == 1 else
+                         "a shard's last batch is one sample")
+                raise ValueError(
+                    f"`model`={config.model!r}{norm} cannot train on a batch of one sample of `dataset`="
+                    f"{config.dataset!r} ({image} images): {reason}; with `batch_size`={config.batch_size} {where}: "
+                    "choose another `batch_size`, or a `norm` other than 'batch'") from None
+            raise ValueError(f"`model`={config.model!r}{norm} does not fit `dataset`={config.dataset!r} ({image} images, "
+                             f"{data.num_classes} classes): one forward and backward of {size} samples fails: {reason}; "
+                             "choose another `model` or `dataset`") from None

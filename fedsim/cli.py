@@ -6,8 +6,10 @@ Precedence: the field's default, then the TOML file, then flags given on the com
 
 Every setting is checked, the data loaded, the partition made, the model built and the outputs
 checked before anything is printed, so a bad input ends with one error line that names the flag
-to fix, and exit status 2. Ctrl-C ends a run with one line that says what is saved and how to
-continue, and exit status 130.
+to fix, and exit status 2. Ctrl-C or SIGTERM ends a run with one line that says what is saved and
+how to continue, and exit status 130 or 143 (128 + the signal's number, as a shell reports it). A
+run whose loss or model stops being finite ends with one line naming the round and the setting to
+lower, and exit status 3 (`fedsim.interrupts.DIVERGED`), so that a script can tell it from bad input.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import argparse
 import dataclasses
 import os
 import shlex
-import signal
 import sys
 import warnings
 from pathlib import Path
@@ -29,6 +30,8 @@ from .config_file import merge_settings
 
 # The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
 INTERRUPTED = 130
+# ... and by SIGTERM (128 + 15).
+TERMINATED = 143
 
 
 def settings_from_args(args) -> tuple[dict, str]:
@@ -60,16 +63,17 @@ def config_from_args(args) -> RunConfig:
 
 
 def prepare(config: RunConfig):
-    """Load the data, make the partition and build the model once, so that a bad setting fails before any output.
+    """Load the data, make the partition, build the model and train it on a tiny batch once, so that a bad
+    setting fails before any output (`fedsim.build.check_model_fits`).
 
     Returns the data and the partition, for the run to reuse.
     """
-    from .build import build_model
+    from .build import build_model, check_model_fits
     from .partitioning import partition_for
 
     data = config.load_dataset()
     partition = partition_for(config, data.train_labels.numpy())
-    build_model(config, data)
+    check_model_fits(build_model(config, data), config, data, partition)
     return data, partition
 
 
@@ -221,8 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     """Run the command line; bad input ends with one error line, naming the flag at fault, and exit status 2."""
     from .cli_launch import LaunchInterrupted
-    from .interrupts import RunInterrupted
+    from .interrupts import DIVERGED, RunDiverged, RunInterrupted, exit_status, ignore_stop_signals, stop_on_sigterm
+    from .interrupts import stop_signal, stopped_by
 
+    stop_on_sigterm()  # SIGTERM then stops a run as Ctrl-C does, through the same handlers
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -234,7 +240,7 @@ def main(argv=None) -> int:
 
         rank = int(os.environ["RANK"]) if under_torchrun() else None
     # A torchrun rank other than 0 on a single node sees what rank 0 sees: rank 0 alone reports bad
-    # input, warnings and Ctrl-C. Failures of its own (a lost peer) it reports, with its rank.
+    # input, warnings, Ctrl-C and divergence. Failures of its own (a lost peer) it reports, with its rank.
     follower = bool(rank) and os.environ.get("LOCAL_WORLD_SIZE") == os.environ.get("WORLD_SIZE")
     if rank:
         name = f"fedsim ddp rank {rank}"
@@ -246,14 +252,18 @@ def main(argv=None) -> int:
         parser.exit(2, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
     except (RuntimeError, OSError) as error:
         parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
+    except RunDiverged as error:
+        parser.exit(DIVERGED, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
     except (RunInterrupted, LaunchInterrupted) as stop:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not turn the one line into a traceback
+        ignore_stop_signals()  # a second Ctrl-C or SIGTERM must not turn the one line into a traceback
         # a rank's own command line is not the user's: the launcher, or the user's torchrun line, resumes
         advice = "" if rank is not None else resume_advice(stop, argv)
-        parser.exit(INTERRUPTED, "" if follower else f"{name}: {stop}{advice}\n")
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        parser.exit(INTERRUPTED, "" if follower else f"{name}: interrupted before the first round; nothing was saved\n")
+        parser.exit(exit_status(stop.signum), "" if follower else f"{name}: {stop}{advice}\n")
+    except KeyboardInterrupt as stop:
+        ignore_stop_signals()
+        signum = stop_signal(stop)
+        parser.exit(exit_status(signum), "" if follower else
+                    f"{name}: {stopped_by(signum)} before the first round; nothing was saved\n")
     return 0
 
 

@@ -8,25 +8,64 @@ however it ends.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
-from .cli import INTERRUPTED, config_from_args, prepare, report
+from .cli import config_from_args, prepare, report
 from .cli_flags import OneLineParser, add_training_command
+from .interrupts import STOP_SIGNALS, checkpoint_place, exit_status, stop_signal, stopped_by
 
 #: The longest ``--timeout``: a week, in seconds.
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 class LaunchInterrupted(Exception):
-    """Ctrl-C stopped the processes a launcher started (``fedsim ddp --nproc``'s ranks, a deployed federation).
+    """A signal stopped the processes a launcher started (``fedsim ddp --nproc``'s ranks, a deployed federation).
 
-    ``checkpoint_round`` is ``None`` when no checkpoint was written, so no resume is advised.
+    Parameters
+    ----------
+    out : str or Path
+        The run's folder; ``checkpoint_round`` is the round its checkpoint holds, ``None`` when
+        none was written (then no resume is advised).
+    signum : int
+        The signal: Ctrl-C's SIGINT, or SIGTERM.
     """
 
-    def __init__(self, saved: bool):
-        self.checkpoint_round = 0 if saved else None
-        super().__init__("interrupted" + ("" if saved else "; no checkpoint was written yet"))
+    def __init__(self, out, signum: int = signal.SIGINT):
+        self.signum = int(signum)
+        self.checkpoint_round = saved_round(out)
+        super().__init__(f"{stopped_by(signum)}; {checkpoint_place(Path(out), self.checkpoint_round)}")
+
+
+def saved_round(out) -> int | None:
+    """Return the round ``out``'s checkpoint holds; ``None`` when there is none, or it cannot be read."""
+    from .results import RunFolder
+
+    try:
+        checkpoint = RunFolder(out).load_checkpoint()
+    except ValueError:  # damaged: nothing to continue from
+        return None
+    return None if checkpoint is None else int(checkpoint["progress"]["round"])
+
+
+def diverged_run(out, config):
+    """Return the `fedsim.interrupts.RunDiverged` that ``out``'s summary records, or ``None``.
+
+    A run in other processes (DDP ranks, a Flower ServerApp) records its divergence in its
+    summary; the launcher reads it back, to end with the run's line and exit status.
+    """
+    from .interrupts import RunDiverged
+    from .recorder import divergence_advice
+    from .results import read_json
+
+    path = Path(out) / "summary.json"
+    summary = read_json(path).get(config.strategy) if path.exists() else None
+    if not isinstance(summary, dict) or not summary.get("diverged"):
+        return None
+    return RunDiverged(summary["diverged_round"], summary.get("diverged_reason") or "not finite",
+                       where=summary.get("diverged_where") or "", checkpoint_round=saved_round(out),
+                       folder=Path(out), advice=divergence_advice(config))
 
 
 def command_ddp(args) -> None:
@@ -45,9 +84,11 @@ def command_ddp(args) -> None:
         RunFolder(args.out).check(resume=args.resume, config=config)
         prepare(config)  # every setting fails here, in one line, rather than once per rank
         status = launch(args.nproc, rank_arguments(args.argv))
-        if status == INTERRUPTED:
-            saved = (Path(args.out) / "checkpoint.pt").exists()
-            raise LaunchInterrupted(saved)
+        signals = {exit_status(number): number for number in STOP_SIGNALS}
+        if status in signals:
+            raise LaunchInterrupted(args.out, signals[status])
+        if status != 0 and (diverged := diverged_run(args.out, config)) is not None:
+            raise diverged
         if status != 0:
             raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
                                "names it); --resume continues from the last checkpoint")
@@ -133,8 +174,10 @@ def command_flower_deploy(args) -> None:
             print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes{registered}; flwr run:",
                   flush=True)
             status = federation.run(entries, stream=subprocess.DEVNULL if args.quiet else None)
-    except KeyboardInterrupt:
-        raise LaunchInterrupted((out / "checkpoint.pt").exists()) from None
+    except KeyboardInterrupt as stop:
+        raise LaunchInterrupted(out, stop_signal(stop)) from None
+    if (diverged := diverged_run(out, config)) is not None:
+        raise diverged
     finished = (out / "summary.json").exists() and len(read_rows(out / "metrics.csv")) == config.rounds
     if status != 0 or not finished:
         raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); its log above says "

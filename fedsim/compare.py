@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 from partitions._io import write_atomic
 
-from .engines.inprocess import run
+from .engines.inprocess import RunResult, run
+from .interrupts import RunDiverged
 from .partitioning import partition_for
 from .recorder import grid_record, run_title
 from .results import RunFolder, read_json
@@ -51,6 +53,10 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     Writes ``out/<strategy>/`` (a full run folder each), ``out/metrics.csv`` (all rows),
     ``out/summary.json`` (keyed by strategy), ``out/comparison.txt`` and ``out/learning_curves.png``.
 
+    A strategy that diverges (`fedsim.interrupts.RunDiverged`) is reported in a warning and the
+    comparison goes on: its result holds the rounds before, its summary says ``diverged``, and
+    the table marks it.
+
     Returns
     -------
     dict
@@ -74,8 +80,12 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     for name, run_config in configs.items():
         # a resumed comparison starts afresh the strategies it had not reached
         started = RunFolder(out / name).holds_run()
-        results[name] = run_strategy(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
-                                     partition=partition, grid=grid)
+        try:
+            results[name] = run_strategy(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
+                                         partition=partition, grid=grid)
+        except RunDiverged as diverged:
+            warnings.warn(f"{name} {diverged}; the comparison goes on without it", stacklevel=2)
+            results[name] = RunResult(diverged.rows, diverged.summary, [])
 
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
@@ -139,13 +149,18 @@ def strategy_config(config, name: str):
 
 
 def comparison_table(results: dict) -> str:
-    """Return a plain-text table of the strategies' final numbers."""
+    """Return a plain-text table of the strategies' final numbers; a diverged one says so in place of its accuracy.
+
+    Its other cells count the rounds before the one where it diverged.
+    """
     header = ("strategy", "final acc", "best acc", "final loss", "MB sent", "samples", "wall s", "rounds")
     lines = []
     for name, result in results.items():
         s = result.summary
-        lines.append((name, f"{s['final_test_accuracy']:.4f}", f"{s['best_test_accuracy']:.4f}",
-                      f"{s['final_test_loss']:.4f}", f"{s['bytes_communicated'] / 1e6:,.1f}", f"{s['samples_seen']:,}",
+        numbers = [f"{s['final_test_accuracy']:.4f}", f"{s['best_test_accuracy']:.4f}", f"{s['final_test_loss']:.4f}"]
+        if s.get("diverged"):
+            numbers = [f"diverged in round {s['diverged_round']}", "-", "-"]
+        lines.append((name, *numbers, f"{s['bytes_communicated'] / 1e6:,.1f}", f"{s['samples_seen']:,}",
                       f"{s['wall_s']:.1f}", str(s["rounds"])))
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]
     render = lambda row: "  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)  # noqa: E731

@@ -1,10 +1,96 @@
-"""How a run reports that Ctrl-C stopped it (without torch, so that the command line reports it cheaply)."""
+"""How a run reports that it was stopped, by a signal or by divergence (without torch, so that the command line
+reports it cheaply).
+
+Ctrl-C (SIGINT) and SIGTERM (what a batch scheduler, ``timeout``, Docker and systemd send) stop a
+run the same way: Python raises `KeyboardInterrupt` for SIGINT, and `stop_on_sigterm` makes
+SIGTERM raise `Terminated`, a `KeyboardInterrupt` that records its signal. Every place that
+turns Ctrl-C into a saved state and one line therefore handles SIGTERM too, and the line and the
+exit status (128 + the signal's number, as a shell reports it) follow the signal.
+"""
 
 from __future__ import annotations
 
+import signal
+import threading
+
+#: The signals that stop a run and leave it resumable.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The exit status of a run that diverged: neither bad input (2) nor a signal (128 + n).
+DIVERGED = 3
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python raises `KeyboardInterrupt` for Ctrl-C."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = int(signum)
+
+
+def stop_signal(error: BaseException) -> int:
+    """Return the number of the signal that raised ``error``: SIGINT for a plain `KeyboardInterrupt`."""
+    return getattr(error, "signum", int(signal.SIGINT))
+
+
+def exit_status(signum: int) -> int:
+    """Return the exit status of a command stopped by signal ``signum``, as a shell reports it (128 + n)."""
+    return 128 + int(signum)
+
+
+def stopped_by(signum: int) -> str:
+    """Return how a run stopped by ``signum`` says so: "interrupted" (Ctrl-C), or "terminated (SIGTERM)"."""
+    return "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
+
+
+def as_interrupt(signum: int) -> KeyboardInterrupt:
+    """Return the exception signal ``signum`` raises: Ctrl-C's `KeyboardInterrupt`, or `Terminated`."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def raise_terminated(signum, frame) -> None:
+    """The SIGTERM handler of `stop_on_sigterm`."""
+    raise Terminated(signum)
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise `Terminated` in this process (from the main thread; elsewhere it does nothing)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, raise_terminated)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGINT and SIGTERM: a second one must not break off the cleanup of the first."""
+    for number in STOP_SIGNALS:
+        signal.signal(number, signal.SIG_IGN)
+
+
+class StopRequest:
+    """A signal's request that a run whose rounds run in another thread stop before its next round.
+
+    Python delivers signals to the main thread only; where the rounds run elsewhere (Flower's
+    server thread), the main thread's handler sets this and the round loop raises `interruption`.
+    """
+
+    def __init__(self):
+        self._event = threading.Event()
+        self.signum = int(signal.SIGINT)
+
+    def set(self, signum: int) -> None:
+        """Ask for the stop, by signal ``signum``."""
+        self.signum = int(signum)
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """Whether a stop was asked for."""
+        return self._event.is_set()
+
+    def interruption(self) -> KeyboardInterrupt:
+        """Return the exception the asking signal would have raised in the main thread."""
+        return as_interrupt(self.signum)
+
 
 class RunInterrupted(Exception):
-    """Ctrl-C stopped a run; says which round was finished and which checkpoint holds what.
+    """A signal (Ctrl-C, SIGTERM) stopped a run; says which round was finished and which checkpoint holds what.
 
     Attributes
     ----------
@@ -12,14 +98,54 @@ class RunInterrupted(Exception):
     checkpoint_round : int or None
         The round ``checkpoint.pt`` holds (``None``: no checkpoint, or no folder).
     folder : Path or None
+    signum : int
+        The signal that stopped it (`exit_status` gives the command's exit status).
     """
 
-    def __init__(self, rounds_finished: int, rounds: int, checkpoint_round: int | None, folder):
+    def __init__(self, rounds_finished: int, rounds: int, checkpoint_round: int | None, folder,
+                 signum: int = signal.SIGINT):
         self.rounds_finished, self.checkpoint_round, self.folder = rounds_finished, checkpoint_round, folder
-        if folder is None:
-            where = "nothing was saved (no results folder)"
-        elif checkpoint_round is None:
-            where = f"no checkpoint was written yet in {folder}"
-        else:
-            where = f"{folder / 'checkpoint.pt'} holds round {checkpoint_round}"
-        super().__init__(f"interrupted after round {rounds_finished} of {rounds}; {where}")
+        self.signum = int(signum)
+        super().__init__(f"{stopped_by(signum)} after round {rounds_finished} of {rounds}; "
+                         f"{checkpoint_place(folder, checkpoint_round)}")
+
+
+class RunDiverged(Exception):
+    """A run's loss or model stopped being finite; says where, what is kept and which setting to lower.
+
+    Attributes
+    ----------
+    round : int
+        The round (1-based, as ``metrics.csv`` counts) where it first appeared.
+    what : str
+        What is not finite ("the training loss is nan").
+    where : str
+        "client 3", "rank 1", or "" where it is not known.
+    checkpoint_round : int or None
+        The round ``checkpoint.pt`` holds: the last finite model saved.
+    rows, summary : list of dict, dict
+        The rows of the rounds before it and the run's summary (with ``diverged``), where the
+        recorder raised it (`fedsim.recorder.Recorder.diverge`); empty otherwise.
+    """
+
+    def __init__(self, round: int, what: str, *, where: str = "", checkpoint_round: int | None = None,
+                 folder=None, advice: str = ""):
+        self.round, self.what, self.where = round, what, where
+        self.checkpoint_round, self.folder = checkpoint_round, folder
+        self.rows: list[dict] = []
+        self.summary: dict = {}
+        place = f" ({where})" if where else ""
+        kept = checkpoint_place(folder, checkpoint_round)
+        if folder is not None and checkpoint_round is not None:
+            kept += ", the last finite model"
+        super().__init__(f"diverged in round {round}{place}: {what}; stopped there, no row of it written; {kept}"
+                         + (f"; {advice}" if advice else ""))
+
+
+def checkpoint_place(folder, checkpoint_round: int | None) -> str:
+    """Return what the run's folder holds to continue from, in words."""
+    if folder is None:
+        return "nothing was saved (no results folder)"
+    if checkpoint_round is None:
+        return f"no checkpoint was written yet in {folder}"
+    return f"{folder / 'checkpoint.pt'} holds round {checkpoint_round}"

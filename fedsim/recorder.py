@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .interrupts import RunInterrupted
+from .interrupts import RunDiverged, RunInterrupted, stop_signal
 from .results import RunFolder, deferred_interrupt
 from .schedule import SampleGrid
 
@@ -33,17 +33,28 @@ class RoundStats:
     bytes_down: int = 0
     steps: int = 0
     clients: int = 0
+    #: the first client (or rank) whose loss was not finite, where the engine names them ("client 3")
+    nonfinite: str = ""
 
     @property
     def train_loss(self) -> float:
         """Mean training loss per sample forwarded this round."""
         return self.loss_sum / max(self.samples, 1)
 
-    def add_client(self, samples: int, loss_sum: float, steps: int) -> None:
-        """Count one client's local training: samples forwarded, their summed loss, optimizer steps."""
+    def add_client(self, samples: int, loss_sum: float, steps: int, where: str = "") -> None:
+        """Count one client's local training: samples forwarded, their summed loss, optimizer steps.
+
+        ``where`` names the client ("client 3"); the first whose loss is not finite is kept in `nonfinite`.
+        """
         self.samples += samples
         self.loss_sum += loss_sum
         self.steps += steps
+        self.note_nonfinite(loss_sum, where)
+
+    def note_nonfinite(self, loss_sum: float, where: str) -> None:
+        """Keep ``where`` as the round's first non-finite loss, if ``loss_sum`` is not finite and none was kept."""
+        if where and not self.nonfinite and not math.isfinite(loss_sum):
+            self.nonfinite = where
 
     def count_step(self, batch_sizes, param_bytes: int, buffer_bytes: int) -> None:
         """Count one allreduce or reweighted step: its samples, each active rank's gradient up and model down."""
@@ -125,6 +136,7 @@ class Recorder:
         self.progress = Progress()
         self.rows: list[dict] = []
         self.checkpoint_round: int | None = None
+        self.diverged: RunDiverged | None = None
         self._bar = None
 
     def start(self) -> Restored | None:
@@ -144,14 +156,15 @@ class Recorder:
 
     @contextlib.contextmanager
     def interruptible(self):
-        """Turn Ctrl-C inside the block into `RunInterrupted`, which says what is saved."""
+        """Turn Ctrl-C or SIGTERM inside the block into `RunInterrupted`, which says what is saved."""
         try:
             yield
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             if self._bar is not None:
                 self._bar.close()
             folder = self.folder.path if self.folder is not None else None
-            raise RunInterrupted(self.progress.round, self.config.rounds, self.checkpoint_round, folder) from None
+            raise RunInterrupted(self.progress.round, self.config.rounds, self.checkpoint_round, folder,
+                                 signum=stop_signal(stop)) from None
 
     def pending_rounds(self) -> range:
         """Return the indices of the rounds still to run."""
@@ -186,7 +199,14 @@ class Recorder:
         -------
         dict
             The round's row.
+
+        Raises
+        ------
+        fedsim.interrupts.RunDiverged
+            When the round's training or test loss, or the global model, is not finite: nothing of
+            the round is written, the summary says so (`diverge`).
         """
+        self.check_finite(stats, metrics, global_state)
         progress = self.progress
         progress.round += 1
         progress.samples_seen += stats.samples
@@ -209,11 +229,53 @@ class Recorder:
             self._bar.update(1)
         return row
 
+    def check_finite(self, stats: RoundStats, metrics: dict | None, global_state=None) -> None:
+        """Call `diverge` if the round's summed losses or ``global_state`` are not finite.
+
+        Once a round, on what the round has already summed, rather than at every step: a
+        non-finite step leaves a non-finite sum or model (SGD carries a NaN or an infinity
+        into every parameter it touches), so the round where it appeared is still found.
+        """
+        test_loss = (metrics or {}).get("loss", 0.0)
+        if not math.isfinite(stats.loss_sum):
+            self.diverge(f"the training loss is {stats.loss_sum}", stats.nonfinite)
+        if not math.isfinite(test_loss):
+            self.diverge(f"the test loss is {test_loss}")
+        if global_state is not None and not all_finite(global_state):
+            self.diverge("the global model holds values that are not finite", stats.nonfinite)
+
+    def diverge(self, what: str, where: str = "") -> None:
+        """Stop the run at the round being recorded: write the summary with ``diverged``, raise `RunDiverged`.
+
+        No row of the round is written and no checkpoint: ``checkpoint.pt`` keeps the last finite model.
+        """
+        if self._bar is not None:
+            self._bar.close()
+        self.diverged = RunDiverged(self.progress.round + 1, what, where=where, checkpoint_round=self.checkpoint_round,
+                                    folder=self.folder.path if self.folder is not None else None,
+                                    advice=divergence_advice(self.config))
+        self.diverged.rows, self.diverged.summary = list(self.rows), self.summary()
+        if self.folder is not None:
+            with deferred_interrupt():
+                self.folder.write_summary({self.config.strategy: self.diverged.summary})
+        raise self.diverged
+
+    def summary(self, extra: dict | None = None) -> dict:
+        """Return the run's summary so far (`summarize`), with whether and where it diverged."""
+        diverged = self.diverged
+        return {
+            **summarize(self.rows, self.progress, self.partition.num_partitions), **(extra or {}),
+            "diverged": diverged is not None,
+            "diverged_round": None if diverged is None else diverged.round,
+            "diverged_where": None if diverged is None else diverged.where or None,
+            "diverged_reason": None if diverged is None else diverged.what,
+        }
+
     def finish(self, global_state, extra: dict | None = None) -> dict:
         """Write the summary (with an engine's ``extra`` entries) and the final model; return the summary."""
         if self._bar is not None:
             self._bar.close()
-        summary = {**summarize(self.rows, self.progress, self.partition.num_partitions), **(extra or {})}
+        summary = self.summary(extra)
         if self.folder is not None:
             with deferred_interrupt():
                 self.folder.write_summary({self.config.strategy: summary})
@@ -279,7 +341,7 @@ def grid_record(config, grid: SampleGrid | None) -> dict:
 def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict:
     """Return the final numbers of a run: accuracy, loss, bytes, time."""
     evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
-    final = evaluated[-1] if evaluated else rows[-1]
+    final = evaluated[-1] if evaluated else rows[-1] if rows else {"test_accuracy": math.nan, "test_loss": math.nan}
     rounds = max(len(rows), 1)
     summary = {
         "final_test_accuracy": final["test_accuracy"],
@@ -297,6 +359,20 @@ def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict
         if f"test_{key}" in final:
             summary[f"final_test_{key}"] = final[f"test_{key}"]
     return summary
+
+
+def all_finite(tensors) -> bool:
+    """Whether every floating-point tensor of ``tensors`` holds only finite values (one device sync in all)."""
+    floating = [t for t in tensors if t.is_floating_point()]
+    return not floating or bool(torch.stack([torch.isfinite(t).all() for t in floating]).all())
+
+
+def divergence_advice(config) -> str:
+    """Return which settings to lower after a divergence: the learning rate, and the server's when it is not 1."""
+    settings = [f"`lr` (now {config.lr:g})"]
+    if config.server_lr != 1.0 or config.server_optimizer != "sgd":
+        settings.append(f"`server_lr` (now {config.server_lr:g}, `server_optimizer` {config.server_optimizer})")
+    return f"lower {' or '.join(settings)} and start again in a new folder"
 
 
 def run_title(config, partition) -> str:

@@ -5,8 +5,12 @@ Layout of ``DIR``::
     .fedsim-run      the marker: this folder holds a fedsim run (or a comparison of runs)
     config.json      every setting needed to rerun (RunConfig.to_dict)
     partition.json   the partition the run trained on
-    metrics.csv      one row per round
-    summary.json     final numbers, keyed by strategy
+    metrics.csv      one row per round; an empty cell is a value not measured that round (a round
+                     that ``eval_every`` does not evaluate); no non-finite number is ever written:
+                     a round whose loss or model is not finite stops the run instead
+    summary.json     final numbers, keyed by strategy; standard JSON (``null`` for a number that
+                     does not exist, e.g. the accuracy of a run never evaluated), with ``diverged``
+                     (and its round, where and reason) telling whether the run stopped diverging
     checkpoint.pt    global tensors, server state and the rows so far (tensors and plain data only)
     model.pt         the final global tensors
     log.txt          one line per round
@@ -31,6 +35,8 @@ import torch
 
 from partitions import Partition
 from partitions._io import read_text, write_atomic
+
+from .interrupts import STOP_SIGNALS
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -191,7 +197,10 @@ class RunFolder:
         return checkpoint
 
     def write_rows(self, rows: list[dict], name: str = "metrics.csv") -> Path:
-        """Write the per-round rows as CSV, with the standard columns first."""
+        """Write the per-round rows as CSV, with the standard columns first.
+
+        NaN, the rows' mark of a value not measured, is written as an empty cell.
+        """
         columns = list(METRIC_COLUMNS) + sorted({key for row in rows for key in row} - set(METRIC_COLUMNS))
         buffer = io.StringIO()
         writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
@@ -203,9 +212,9 @@ class RunFolder:
         return path
 
     def write_summary(self, summary: dict) -> Path:
-        """Write ``summary.json`` (keyed by strategy)."""
+        """Write ``summary.json`` (keyed by strategy) as standard JSON: a NaN or infinite number becomes ``null``."""
         path = self.path / "summary.json"
-        write_atomic(path, json.dumps(summary, indent=2))
+        write_atomic(path, json.dumps(finite_or_null(summary), indent=2, allow_nan=False))
         return path
 
     def log(self, line: str) -> None:
@@ -248,23 +257,25 @@ def save_tensors(payload, path: Path) -> None:
 
 @contextlib.contextmanager
 def deferred_interrupt():
-    """Hold Ctrl-C (SIGINT) back until the block is done, then deliver it.
+    """Hold Ctrl-C (SIGINT) and SIGTERM back until the block is done, then deliver the first received.
 
     The run's files are each written atomically; this keeps a set of them (rows, log and
-    checkpoint of one round) consistent, and a second Ctrl-C from breaking off the cleanup of
+    checkpoint of one round) consistent, and a second signal from breaking off the cleanup of
     a first. Outside the main thread, where Python delivers no signal, it does nothing.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
+                for number in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if received and callable(previous):
-        previous(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if received:
+        signal.raise_signal(received[0])  # through the handler restored above (Ctrl-C's raises KeyboardInterrupt)
 
 
 def read_json(path) -> dict:
@@ -280,8 +291,30 @@ def read_json(path) -> dict:
     return data
 
 
+def finite_or_null(value):
+    """Return ``value`` with every NaN or infinite float inside (dicts, lists) replaced by ``None``.
+
+    Python's ``json`` writes them as ``NaN`` and ``Infinity``, which other JSON readers reject.
+
+    Examples
+    --------
+    >>> finite_or_null({"a": float("nan"), "b": [1.0, float("inf")], "c": "x"})
+    {'a': None, 'b': [1.0, None], 'c': 'x'}
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_or_null(item) for item in value]
+    return value
+
+
 def read_rows(path) -> list[dict]:
-    """Read a ``metrics.csv`` back, numbers as floats (ints for round and counters)."""
+    """Read a ``metrics.csv`` back, numbers as floats (ints for round and counters).
+
+    An empty cell (a value not measured that round) reads as NaN, in files of every version.
+    """
     with open(path, encoding="utf-8", newline="") as stream:
         return [{key: _parse(key, value) for key, value in row.items()} for row in csv.DictReader(stream)]
 

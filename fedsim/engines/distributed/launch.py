@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -13,10 +14,10 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ...interrupts import exit_status, ignore_stop_signals, raise_terminated, stop_signal
 #: The variables torchrun (and any torch.distributed launcher) gives each rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 LOOPBACK = "127.0.0.1"
-INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT)
 #: Seconds a collective may wait for a peer before the rank gives up (``fedsim ddp --timeout``).
 DEFAULT_TIMEOUT_S = 600.0
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -100,18 +101,24 @@ def launch(nproc: int, args: list[str]) -> int:
     """Run ``fedsim ddp args`` in ``nproc`` processes under torchrun on 127.0.0.1; return its exit status.
 
     When a rank fails, torchrun stops the others and its report names the failed rank. After
-    Ctrl-C (which the ranks receive too) the status is 130. torchrun starts its ranks in sessions
-    of their own, so however this function ends, torchrun is asked to stop them (SIGTERM, which
-    it passes on) rather than killed, which would leave them running.
+    Ctrl-C (which torchrun receives too, from the terminal) or SIGTERM (passed on to torchrun) the
+    status is the signal's, 130 or 143 (`fedsim.interrupts.exit_status`), once every rank has
+    stopped as Ctrl-C stops a run. torchrun starts its ranks in sessions of their own, so however
+    this function ends, torchrun is asked to stop them (SIGTERM, which it passes on) rather than
+    killed, which would leave them running.
     """
     process = subprocess.Popen(torchrun_command(nproc, args, free_port()), env=rank_environment(nproc))
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop(process))  # a stopped launcher stops its ranks
+    previous = signal.signal(signal.SIGTERM, raise_terminated)  # as `fedsim` itself handles SIGTERM
     try:
         return process.wait()
-    except KeyboardInterrupt:  # the ranks got the same Ctrl-C: let them save what they can and stop
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        process.wait()
-        return INTERRUPTED
+    except KeyboardInterrupt as interrupt:  # the ranks save what they can and stop, as after Ctrl-C
+        signum = stop_signal(interrupt)
+        ignore_stop_signals()
+        if signum != signal.SIGINT:  # Ctrl-C reached torchrun from the terminal; another signal is passed on
+            process.send_signal(signum)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=STOP_GRACE_S)
+        return exit_status(signum)
     finally:
         stop(process)
         signal.signal(signal.SIGTERM, previous)

@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ...interrupts import raise_terminated
 from ...processes import stop_all
 from ..distributed.launch import LOOPBACK, free_port
 from .app_files import APP_FOLDER, toml_entries
@@ -69,8 +70,8 @@ class LocalFederation:
 
     def __enter__(self) -> LocalFederation:
         self.home = Path(tempfile.mkdtemp(prefix="fedsim-flower-", dir="/tmp"))
-        # SIGTERM (a scheduler's stop, `kill`) ends the ``with`` block like an error, so the processes are stopped
-        self._previous_handler = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        # SIGTERM (a scheduler's stop, `kill`) ends the ``with`` block as Ctrl-C does, so the processes are stopped
+        self._previous_handler = signal.signal(signal.SIGTERM, raise_terminated)
         try:
             self.start()
         except BaseException:
@@ -169,10 +170,6 @@ class LocalFederation:
                                    cwd=self.home, start_new_session=True)
         self.processes.append(process)
         return process
-
-
-def _exit_on_sigterm(number, frame):
-    raise SystemExit(128 + number)
 
 
 def check_authentication(authenticate: bool, tls: bool) -> None:

@@ -7,7 +7,7 @@ recorder, checkpoints and resume included.
 
 from __future__ import annotations
 
-import threading
+import signal
 import time
 from pathlib import Path
 
@@ -17,7 +17,7 @@ from flwr.serverapp import Grid, ServerApp
 from ...build import RunSetup
 from ...client import evaluate
 from ...config import RunConfig
-from ...interrupts import RunInterrupted
+from ...interrupts import RunInterrupted, StopRequest
 from ...recorder import Recorder
 from ...results import RunFolder
 from ...strategies import STATEFUL_CLIENTS, get_strategy
@@ -57,8 +57,8 @@ class FederatedServer:
         self.grid = grid
         self.result: RunResult | None = None
         self.recorder: Recorder | None = None
-        # set by Ctrl-C where the server runs in a thread (the simulation): it stops before the next round
-        self.stop_requested = threading.Event()
+        # set by Ctrl-C or SIGTERM where the server runs in a thread (the simulation): it stops before the next round
+        self.stop_requested = StopRequest()
         self.app = ServerApp()
         self.app.main()(self.main)
 
@@ -95,13 +95,13 @@ class FederatedServer:
         self.result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
 
 
-def interruption(server: FederatedServer, config: RunConfig) -> RunInterrupted:
-    """Return what Ctrl-C stopped: the rounds ``server`` recorded and the checkpoint that holds them."""
+def interruption(server: FederatedServer, config: RunConfig, signum: int = signal.SIGINT) -> RunInterrupted:
+    """Return what signal ``signum`` stopped: the rounds ``server`` recorded and the checkpoint that holds them."""
     recorder = server.recorder
     if recorder is None:
-        return RunInterrupted(0, config.rounds, None, None if server.out is None else Path(server.out))
+        return RunInterrupted(0, config.rounds, None, None if server.out is None else Path(server.out), signum)
     folder = recorder.folder.path if recorder.folder is not None else None
-    return RunInterrupted(recorder.progress.round, config.rounds, recorder.checkpoint_round, folder)
+    return RunInterrupted(recorder.progress.round, config.rounds, recorder.checkpoint_round, folder, signum)
 
 
 def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:

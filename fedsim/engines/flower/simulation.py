@@ -10,6 +10,7 @@ import tempfile
 import warnings
 
 from ...config import RunConfig
+from ...interrupts import STOP_SIGNALS, as_interrupt, stop_signal
 from ..inprocess.loop import RunResult
 from .client_app import client_app
 from .server_app import DEFAULT_TIMEOUT_S, FederatedServer, interruption
@@ -53,25 +54,27 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
         with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(log_level):
             warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's, and Ray's notices
             warnings.simplefilter("ignore", FutureWarning)
-            # Ctrl-C does not reach the server, which runs in Flower's thread: it asks the server to
-            # stop before its next round, which ends the run with RunInterrupted (a second one stops at once)
-            previous = signal.signal(signal.SIGINT, lambda *_: _request_stop(server))
+            # Ctrl-C and SIGTERM do not reach the server, which runs in Flower's thread: they ask the server
+            # to stop before its next round, which ends the run with RunInterrupted (a second one stops at once)
+            previous = {number: signal.signal(number, lambda signum, _: _request_stop(server, signum))
+                        for number in STOP_SIGNALS}
             try:
                 run_simulation(server_app=server.app, client_app=client_app(), num_supernodes=config.num_partitions,
                                backend_config=backend, verbose_logging=False)
-            except KeyboardInterrupt:
-                raise interruption(server, config) from None
+            except KeyboardInterrupt as stop:
+                raise interruption(server, config, stop_signal(stop)) from None
             finally:
-                signal.signal(signal.SIGINT, previous)
+                for number, handler in previous.items():
+                    signal.signal(number, handler)
     if server.result is None:
         raise RuntimeError("the Flower simulation ended without running the server; see its log above")
     return server.result
 
 
-def _request_stop(server: FederatedServer) -> None:
+def _request_stop(server: FederatedServer, signum: int) -> None:
     if server.stop_requested.is_set():
-        raise KeyboardInterrupt
-    server.stop_requested.set()
+        raise as_interrupt(signum)
+    server.stop_requested.set(signum)
 
 
 @contextlib.contextmanager

@@ -47,8 +47,9 @@ class FedsimStrategy(FedAvg):
         Started; the run goes on from its ``progress.round``.
     evaluate : callable
         Returns the global model's test metrics.
-    stop_requested : threading.Event, optional
-        When set, the next fedsim round does not start: the run stops as after Ctrl-C (`RunInterrupted`).
+    stop_requested : fedsim.interrupts.StopRequest, optional
+        When set, the next fedsim round does not start: the run stops as after Ctrl-C or SIGTERM
+        (`RunInterrupted`).
     """
 
     def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate, stop_requested=None):
@@ -73,7 +74,7 @@ class FedsimStrategy(FedAvg):
     def begin_round(self, round_index: int) -> None:
         """Start fedsim round ``round_index``: stop here if asked to, put its samples on the grid, reset the counts."""
         if self.stop_requested is not None and self.stop_requested.is_set():
-            raise KeyboardInterrupt  # the recorder turns it into RunInterrupted, naming what is saved
+            raise self.stop_requested.interruption()  # the recorder turns it into RunInterrupted, naming what is saved
         self._started = time.perf_counter()
         self.recorder.schedule_round(round_index)
         self._stats = RoundStats()

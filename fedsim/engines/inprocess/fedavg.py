@@ -84,7 +84,7 @@ class FedAvgRounds:
         trained = state_tensors(self.model)
         for client, weight in assignments:
             update = self.train_client(client, round_index)
-            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps)
+            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps, f"client {client}")
             accumulate(weighted_sum, trained, self.algorithm.scale(weight, update.num_steps))
             self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import signal
 
 import torch
 
+from ...interrupts import ignore_stop_signals
 from ...recorder import RoundStats
 from ...strategies import STATEFUL_CLIENTS, get_strategy
 from .fedavg import FedAvgRounds
@@ -99,11 +99,12 @@ class ParallelFedAvgRounds(FedAvgRounds):
     def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
         """Add each worker's sums, in worker order, to this process's."""
         for worker in self._pool:
-            samples, loss_sum, steps, sums = worker.receive()
+            samples, loss_sum, steps, sums, nonfinite = worker.receive()
             torch._foreach_add_(mean_delta, worker.buffer)
             if sums:
                 torch._foreach_add_(self.algorithm.sums(), sums)
             stats.add_client(samples, loss_sum, steps)
+            stats.note_nonfinite(loss_sum, nonfinite)
 
     def close(self) -> None:
         """Stop the workers (told to exit, killed if they have not within `STOP_TIMEOUT_S`)."""
@@ -137,8 +138,10 @@ class Worker:
         self._round = round_index + 1  # as metrics.csv numbers it
         self.connection.send((round_index, assignments))
 
-    def receive(self) -> tuple[int, float, int, list[torch.Tensor]]:
-        """Wait for the worker's round: samples, loss sum, steps and the algorithm's sums (its buffer is filled)."""
+    def receive(self) -> tuple[int, float, int, list[torch.Tensor], str]:
+        """Wait for the worker's round: samples, loss sum, steps, the algorithm's sums (its buffer is filled), and
+        its first client whose loss was not finite (`fedsim.recorder.RoundStats.nonfinite`).
+        """
         try:
             reply = self.connection.recv()
         except EOFError:
@@ -163,10 +166,11 @@ class Worker:
 def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) -> None:
     """A worker's loop: train the clients of each round it is sent into ``buffer``, until told to stop.
 
-    Ctrl-C reaches every process of the terminal's group; the run's process handles it and stops
-    the workers, so a worker ignores it.
+    Ctrl-C reaches every process of the terminal's group, and SIGTERM every process of a
+    container or a systemd unit; the run's process handles them and stops the workers, so a
+    worker ignores them.
     """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ignore_stop_signals()
     torch.set_num_threads(1)
     while (message := _next_message(connection)) is not None:
         round_index, assignments = message
@@ -176,7 +180,7 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) 
             rounds.algorithm.begin_round()
             rounds.train_clients(round_index, assignments, buffer, stats)
             sums = [tensor.clone() for tensor in rounds.algorithm.sums()]
-            connection.send((stats.samples, stats.loss_sum, stats.steps, sums))
+            connection.send((stats.samples, stats.loss_sum, stats.steps, sums, stats.nonfinite))
         except Exception as error:  # reported by the run's process, which stops
             connection.send(f"{type(error).__name__}: {error}")
             return
