@@ -1,0 +1,139 @@
+"""A run whose loss or model stops being finite stops at that round, keeps its last finite checkpoint and says so."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedsim.build import RunSetup
+from fedsim.config import RunConfig
+from fedsim.engines.inprocess.loop import build_rounds
+from fedsim.interrupts import DIVERGED, RunDiverged
+from fedsim.recorder import Recorder, RoundStats, all_finite
+from fedsim.results import RunFolder, read_rows
+from fedsim.schedule import sample_clients
+from partitions import Partition
+
+from .test_cli import fedsim
+
+SMALL = ["--model", "mlp", "--batch-size", "20", "--num-partitions", "4", "--fraction", "0.5", "--quiet"]
+
+
+def strict_json(path) -> dict:
+    """Read ``path`` as a JSON reader other than Python's would: NaN and Infinity are not JSON."""
+
+    def refuse(constant):
+        raise AssertionError(f"{path} holds {constant}, which is not JSON")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def first_nonfinite_round(config, mnist5k) -> tuple[int, str]:
+    """Train ``config``'s rounds through the engine's rounds, without a recorder; return the first round
+    (1-based) after which the training loss or the global model is not finite, and which of them."""
+    setup = RunSetup.build(config, data=mnist5k)
+    rounds = build_rounds(config, setup)
+    for round_index in range(config.rounds):
+        stats = rounds.train_round(round_index)
+        if not math.isfinite(stats.loss_sum):
+            return round_index + 1, "loss"
+        if not all(torch.isfinite(t).all() for t in rounds.global_state if t.is_floating_point()):
+            return round_index + 1, "model"
+    raise AssertionError("the run did not diverge")
+
+
+def assert_one_error_line(result) -> str:
+    assert result.returncode == DIVERGED == 3, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
+def test_divergence_stops_at_its_round_and_keeps_the_last_finite_checkpoint(tmp_path, mnist5k):
+    """A server learning rate of 20 lets rounds 1-3 end finite, with a growing loss; the reference finds round 4."""
+    out = tmp_path / "run"
+    result = fedsim("run", "--strategy", "fedavg", *SMALL, "--server-lr", "20", "--rounds", "6",
+                    "--checkpoint-every", "1", "--out", str(out))
+    line = assert_one_error_line(result)
+    config = RunConfig(strategy="fedavg", model="mlp", batch_size=20, num_partitions=4, fraction=0.5, server_lr=20.0,
+                       rounds=6, checkpoint_every=1)
+    diverged, what = first_nonfinite_round(config, mnist5k)
+    assert (diverged, what) == (4, "loss")  # the case this test is about: a finite model, then a non-finite loss
+    sampled = {f"client {k}" for k in sample_clients(4, 0.5, config.seed, diverged - 1)}
+    where = line.split(f"diverged in round {diverged} (")[1].split(")")[0]
+    assert where in sampled, line
+    assert f"checkpoint.pt holds round {diverged - 1}, the last finite model" in line, line
+    assert "lower `--lr` (now 0.05) or `--server-lr` (now 20" in line, line
+    rows = read_rows(out / "metrics.csv")
+    assert [row["round"] for row in rows] == list(range(1, diverged))  # no row of the diverged round
+    assert all(math.isfinite(row["train_loss"]) and math.isfinite(row["test_loss"]) for row in rows)
+    checkpoint = RunFolder(out).load_checkpoint()
+    assert checkpoint["progress"]["round"] == diverged - 1 and all_finite(checkpoint["global_state"])
+    summary = strict_json(out / "summary.json")["fedavg"]
+    assert summary["diverged"] is True and summary["diverged_round"] == diverged
+    assert summary["diverged_where"] == where and "training loss is nan" in summary["diverged_reason"]
+    assert summary["rounds"] == diverged - 1 and summary["final_test_accuracy"] == rows[-1]["test_accuracy"]
+
+
+PARTITION = Partition([np.arange(0, 30), np.arange(30, 40)], num_samples=40, scheme="manual")
+
+
+@pytest.mark.parametrize("bad", [math.inf, math.nan])
+def test_a_model_that_is_not_finite_while_its_loss_is_stops_in_that_round(tmp_path, bad):
+    """Fed as an engine feeds it: round 2 has a finite loss and a non-finite model; nothing of round 2 is kept."""
+    config = RunConfig(strategy="fedavg", rounds=4, num_partitions=2, checkpoint_every=1)
+    recorder = Recorder(config, PARTITION, tmp_path)
+    recorder.start()
+    finite, broken = [torch.ones(3), torch.zeros(2)], [torch.ones(3), torch.tensor([0.0, bad])]
+    for round_index, state in enumerate([finite, broken]):
+        recorder.schedule_round(round_index)
+        if state is broken:
+            with pytest.raises(RunDiverged, match="diverged in round 2: the global model holds values that are not"):
+                recorder.record_round(RoundStats(samples=40, loss_sum=20.0), {"accuracy": 0.5, "loss": 1.0},
+                                      wall_s=0.1, global_state=state)
+        else:
+            recorder.record_round(RoundStats(samples=40, loss_sum=20.0), {"accuracy": 0.5, "loss": 1.0}, wall_s=0.1,
+                                  global_state=state)
+    assert [row["round"] for row in read_rows(tmp_path / "metrics.csv")] == [1]
+    checkpoint = RunFolder(tmp_path).load_checkpoint()
+    assert checkpoint["progress"]["round"] == 1 and all_finite(checkpoint["global_state"])
+    summary = strict_json(tmp_path / "summary.json")["fedavg"]
+    assert (summary["diverged"], summary["diverged_round"], summary["rounds"]) == (True, 2, 1)
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "allreduce"])
+def test_lr_50_diverges_in_round_1_naming_the_lr(tmp_path, strategy):
+    out = tmp_path / "run"
+    flags = SMALL if strategy == "fedavg" else [flag for flag in SMALL if flag not in ("--fraction", "0.5")]
+    line = assert_one_error_line(fedsim("run", "--strategy", strategy, *flags, "--lr", "50", "--rounds", "3",
+                                        "--out", str(out)))
+    assert line.startswith("fedsim run: error: diverged in round 1"), line
+    assert "lower `--lr` (now 50)" in line and "--server-lr" not in line, line
+    assert not (out / "metrics.csv").exists() and not (out / "checkpoint.pt").exists()
+    assert strict_json(out / "summary.json")[strategy]["diverged"] is True
+
+
+def test_compare_goes_on_and_marks_the_diverged_strategy(tmp_path):
+    """`--server-lr` is fedavg's alone: fedavg diverges in round 4, allreduce runs its 5 rounds."""
+    out = tmp_path / "cmp"
+    result = fedsim("compare", *SMALL, "--strategies", "fedavg,allreduce", "--server-lr", "20", "--rounds", "5",
+                    "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    warning = result.stderr.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("fedsim compare: warning: fedavg diverged in round 4"), warning
+    assert "the comparison goes on without it" in warning[0] and "`--server-lr`" in warning[0]
+    table = (out / "comparison.txt").read_text().splitlines()
+    fedavg_line = next(line for line in table if line.startswith("fedavg"))
+    allreduce_line = next(line for line in table if line.startswith("allreduce"))
+    assert "diverged in round 4" in fedavg_line and fedavg_line.split()[-1] == "3"
+    assert "diverged" not in allreduce_line and allreduce_line.split()[-1] == "5"
+    assert "diverged in round 4" in result.stdout
+    summary = strict_json(out / "summary.json")
+    assert summary["fedavg"]["diverged"] is True and summary["fedavg"]["diverged_round"] == 4
+    assert summary["allreduce"]["diverged"] is False and summary["allreduce"]["diverged_round"] is None
+    rows = read_rows(out / "metrics.csv")
+    assert [row["round"] for row in rows if row["strategy"] == "fedavg"] == [1, 2, 3]
+    assert [row["round"] for row in rows if row["strategy"] == "allreduce"] == [1, 2, 3, 4, 5]
+    assert all(math.isfinite(row["train_loss"]) for row in rows)

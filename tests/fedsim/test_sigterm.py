@@ -1,0 +1,157 @@
+"""SIGTERM (a batch scheduler's, ``timeout``'s, Docker's, systemd's stop) ends a run as Ctrl-C does, with status 143."""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedsim.engines.distributed.launch import rank_environment, stop
+from fedsim.interrupts import Terminated, stop_on_sigterm
+from fedsim.processes import descendants
+from fedsim.results import deferred_interrupt, read_rows
+
+TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command that SIGTERM stopped
+DEADLINE_S = 300
+
+
+@pytest.fixture
+def sigterm_raises():
+    """This process's SIGTERM handler as `fedsim` sets it, for the test's duration."""
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    yield
+    signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.usefixtures("sigterm_raises")
+def test_sigterm_inside_a_write_is_delivered_after_it():
+    finished = []
+    with pytest.raises(Terminated) as stopped:
+        with deferred_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            finished.append(True)  # not interrupted half-way
+    assert finished == [True]
+    assert stopped.value.signum == signal.SIGTERM
+
+
+def start(args, **options):
+    """Start ``fedsim args`` with one torch thread (the machine's cores are shared), output captured."""
+    env = options.pop("env", {**os.environ, "OMP_NUM_THREADS": "1"})
+    return subprocess.Popen([sys.executable, "-m", "fedsim", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **options)
+
+
+def wait_for(path: Path, process: subprocess.Popen) -> None:
+    """Wait until ``path`` exists, while ``process`` runs; fail after `DEADLINE_S`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, f"no {path} after {DEADLINE_S} s"
+        time.sleep(0.05)
+
+
+def wait_gone(pids: list[int]) -> list[int]:
+    """Wait (bounded) until none of ``pids`` runs; return those still running."""
+    deadline = time.monotonic() + 60
+    while (alive := [pid for pid in pids if running(pid)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return alive
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def assert_stopped_line(line: str, folder: Path, args: list[str]) -> None:
+    """The one line: SIGTERM named, the checkpoint's round, and the command that continues the run."""
+    assert line.startswith(f"fedsim {args[0]}: terminated (SIGTERM)"), line
+    held = torch.load(folder / "checkpoint.pt", weights_only=True)["progress"]["round"]
+    assert f"{folder / 'checkpoint.pt'} holds round {held}" in line, line
+    command = shlex.split(line.split("continue with: ")[1])
+    assert command == ["fedsim", *args, "--resume"]
+    assert [row["round"] for row in read_rows(folder / "metrics.csv")][:held] == list(range(1, held + 1))
+
+
+def assert_no_partial_file(folder: Path) -> None:
+    assert not [path for path in folder.rglob("*") if path.name.endswith(".tmp")]
+
+
+RUN = ["--strategy", "fedavg", "--model", "mlp", "--rounds", "50", "--batch-size", "10", "--num-partitions", "10",
+       "--fraction", "0.5", "--quiet"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers, to_group", [(1, False), (2, False), (2, True)],
+                         ids=["run", "workers", "workers-whole-group"])
+def test_sigterm_stops_run_with_one_line_status_143_and_its_workers(tmp_path, workers, to_group):
+    """SIGTERM to the run's process alone (``kill``, ``timeout``) or to its whole group (systemd, Docker)."""
+    out = tmp_path / "run"
+    args = ["run", *RUN, "--workers", str(workers), "--out", str(out)]
+    process = start(args, start_new_session=True)
+    try:
+        wait_for(out / "checkpoint.pt", process)
+        children = descendants(process.pid)
+        assert len(children) >= workers - 1  # the forked workers start with round 1
+        if to_group:
+            os.killpg(process.pid, signal.SIGTERM)
+        else:
+            process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=DEADLINE_S)
+    finally:
+        stop(process)
+    assert process.returncode == TERMINATED, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert_stopped_line(lines[0], out, args)
+    assert not wait_gone(children), "a worker outlived the run"
+    assert_no_partial_file(out)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_compare_with_one_line_status_143(tmp_path):
+    out = tmp_path / "cmp"
+    args = ["compare", *[a for a in RUN if a not in ("--strategy", "fedavg")], "--strategies", "fedavg,allreduce",
+            "--out", str(out)]
+    process = start(args)
+    try:
+        wait_for(out / "fedavg" / "checkpoint.pt", process)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=DEADLINE_S)
+    finally:
+        stop(process)
+    assert process.returncode == TERMINATED, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert_stopped_line(lines[0], out / "fedavg", args)
+    assert_no_partial_file(out)
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_ddp_launcher_stops_every_rank_and_says_how_to_resume(tmp_path):
+    """SIGTERM to ``fedsim ddp --nproc 2`` alone: it is passed on to torchrun and the ranks, which stop as on Ctrl-C."""
+    out = tmp_path / "run"
+    args = ["ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "mlp", "--num-partitions", "2",
+            "--rounds", "200", "--quiet", "--out", str(out)]
+    launcher = start(args, env=rank_environment(2), start_new_session=True)
+    try:
+        wait_for(out / "checkpoint.pt", launcher)
+        children = descendants(launcher.pid)
+        launcher.send_signal(signal.SIGTERM)
+        _, stderr = launcher.communicate(timeout=DEADLINE_S)
+    finally:
+        stop(launcher)
+    assert launcher.returncode == TERMINATED, stderr[-3000:]
+    assert_stopped_line(stderr.strip().splitlines()[-1], out, args)
+    assert len(children) >= 3  # torchrun and its two ranks
+    assert not wait_gone(children), "a rank outlived the launcher"
+    assert_no_partial_file(out)
