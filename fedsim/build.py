@@ -76,7 +76,7 @@ def smallest_batch(batch_size: int, sizes) -> int:
     >>> smallest_batch(20, [40, 41, 7, 0])
     1
     """
-    ends = [size % batch_size or batch_size for size in sizes if size > 0]
+    ends = [int(size) % batch_size or batch_size for size in sizes if size > 0]
     return min(ends, default=batch_size)
 
 
