@@ -118,6 +118,6 @@ def check_model_fits(model: torch.nn.Module, config, data, partition) -> None:
                     f"`model`={config.model!r}{norm} cannot train on a batch of one sample of `dataset`="
                     f"{config.dataset!r} ({image} images): {reason}; with `batch_size`={config.batch_size} {where}: "
                     "choose another `batch_size`, or a `norm` other than 'batch'") from None
-            raise ValueError(f"`model`={config.model!r}{norm} does not fit `dataset`={config.dataset!r} ({image} images, "
-                             f"{data.num_classes} classes): one forward and backward of {size} samples fails: {reason}; "
-                             "choose another `model` or `dataset`") from None
+            raise ValueError(f"`model`={config.model!r}{norm} does not fit `dataset`={config.dataset!r} "
+                             f"({image} images, {data.num_classes} classes): one forward and backward of {size} "
+                             f"samples fails: {reason}; choose another `model` or `dataset`") from None
