@@ -86,33 +86,44 @@ def assert_no_partial_file(folder: Path) -> None:
     assert not [path for path in folder.rglob("*") if path.name.endswith(".tmp")]
 
 
+def terminate_at(path: Path, args: list[str], *, group: bool = False, env=None) -> tuple[int, list[int], str]:
+    """Start ``fedsim args``, send it SIGTERM once ``path`` exists (to its whole process group with ``group``).
+
+    Returns its exit status, the processes it had started by then, and its standard error.
+    """
+    process = start(args, start_new_session=True, **({} if env is None else {"env": env}))
+    try:
+        wait_for(path, process)
+        children = descendants(process.pid)
+        (os.killpg if group else os.kill)(process.pid, signal.SIGTERM)
+        _, stderr = process.communicate(timeout=DEADLINE_S)
+    finally:
+        stop(process)
+    return process.returncode, children, stderr
+
+
+def only_line(status: int, stderr: str) -> str:
+    """The one line a command stopped by SIGTERM prints, after checking its status and that nothing else came."""
+    assert status == TERMINATED, stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
 RUN = ["--strategy", "fedavg", "--model", "mlp", "--rounds", "50", "--batch-size", "10", "--num-partitions", "10",
        "--fraction", "0.5", "--quiet"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workers, to_group", [(1, False), (2, False), (2, True)],
+@pytest.mark.parametrize("workers, group", [(1, False), (2, False), (2, True)],
                          ids=["run", "workers", "workers-whole-group"])
-def test_sigterm_stops_run_with_one_line_status_143_and_its_workers(tmp_path, workers, to_group):
+def test_sigterm_stops_run_with_one_line_status_143_and_its_workers(tmp_path, workers, group):
     """SIGTERM to the run's process alone (``kill``, ``timeout``) or to its whole group (systemd, Docker)."""
     out = tmp_path / "run"
     args = ["run", *RUN, "--workers", str(workers), "--out", str(out)]
-    process = start(args, start_new_session=True)
-    try:
-        wait_for(out / "checkpoint.pt", process)
-        children = descendants(process.pid)
-        assert len(children) >= workers - 1  # the forked workers start with round 1
-        if to_group:
-            os.killpg(process.pid, signal.SIGTERM)
-        else:
-            process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=DEADLINE_S)
-    finally:
-        stop(process)
-    assert process.returncode == TERMINATED, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert_stopped_line(lines[0], out, args)
+    status, children, stderr = terminate_at(out / "checkpoint.pt", args, group=group)
+    assert_stopped_line(only_line(status, stderr), out, args)
+    assert len(children) >= workers - 1  # the forked workers start with round 1
     assert not wait_gone(children), "a worker outlived the run"
     assert_no_partial_file(out)
 
@@ -122,17 +133,8 @@ def test_sigterm_stops_compare_with_one_line_status_143(tmp_path):
     out = tmp_path / "cmp"
     args = ["compare", *[a for a in RUN if a not in ("--strategy", "fedavg")], "--strategies", "fedavg,allreduce",
             "--out", str(out)]
-    process = start(args)
-    try:
-        wait_for(out / "fedavg" / "checkpoint.pt", process)
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=DEADLINE_S)
-    finally:
-        stop(process)
-    assert process.returncode == TERMINATED, stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    assert_stopped_line(lines[0], out / "fedavg", args)
+    status, _, stderr = terminate_at(out / "fedavg" / "checkpoint.pt", args)
+    assert_stopped_line(only_line(status, stderr), out / "fedavg", args)
     assert_no_partial_file(out)
 
 
@@ -142,15 +144,8 @@ def test_sigterm_to_the_ddp_launcher_stops_every_rank_and_says_how_to_resume(tmp
     out = tmp_path / "run"
     args = ["ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "mlp", "--num-partitions", "2",
             "--rounds", "200", "--quiet", "--out", str(out)]
-    launcher = start(args, env=rank_environment(2), start_new_session=True)
-    try:
-        wait_for(out / "checkpoint.pt", launcher)
-        children = descendants(launcher.pid)
-        launcher.send_signal(signal.SIGTERM)
-        _, stderr = launcher.communicate(timeout=DEADLINE_S)
-    finally:
-        stop(launcher)
-    assert launcher.returncode == TERMINATED, stderr[-3000:]
+    status, children, stderr = terminate_at(out / "checkpoint.pt", args, env=rank_environment(2))
+    assert status == TERMINATED, stderr[-3000:]
     assert_stopped_line(stderr.strip().splitlines()[-1], out, args)
     assert len(children) >= 3  # torchrun and its two ranks
     assert not wait_gone(children), "a rank outlived the launcher"
