@@ -72,13 +72,12 @@ def running(pid: int) -> bool:
         return False
 
 
-def assert_stopped_line(line: str, folder: Path, args: list[str]) -> None:
-    """The one line: SIGTERM named, the checkpoint's round, and the command that continues the run."""
-    assert line.startswith(f"fedsim {args[0]}: terminated (SIGTERM)"), line
+def assert_stopped_line(line: str, folder: Path, args: list[str], command: str | None = None) -> None:
+    """The one line of ``fedsim command``: SIGTERM named, the checkpoint's round, and the command that continues."""
+    assert line.startswith(f"fedsim {command or args[0]}: terminated (SIGTERM)"), line
     held = torch.load(folder / "checkpoint.pt", weights_only=True)["progress"]["round"]
     assert f"{folder / 'checkpoint.pt'} holds round {held}" in line, line
-    command = shlex.split(line.split("continue with: ")[1])
-    assert command == ["fedsim", *args, "--resume"]
+    assert shlex.split(line.split("continue with: ")[1]) == ["fedsim", *args, "--resume"]
     assert [row["round"] for row in read_rows(folder / "metrics.csv")][:held] == list(range(1, held + 1))
 
 
@@ -149,4 +148,18 @@ def test_sigterm_to_the_ddp_launcher_stops_every_rank_and_says_how_to_resume(tmp
     assert_stopped_line(stderr.strip().splitlines()[-1], out, args)
     assert len(children) >= 3  # torchrun and its two ranks
     assert not wait_gone(children), "a rank outlived the launcher"
+    assert_no_partial_file(out)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_flower_simulation_before_its_next_round_and_says_how_to_resume(tmp_path):
+    """The server runs in Flower's thread: SIGTERM asks it to stop before its next round, as Ctrl-C does."""
+    out = tmp_path / "run"
+    args = ["flower", "simulate", "--strategy", "fedavg", "--model", "mlp", "--num-partitions", "2", "--rounds", "100",
+            "--batch-size", "50", "--quiet", "--out", str(out)]
+    env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    status, children, stderr = terminate_at(out / "checkpoint.pt", args, env=env)
+    assert status == TERMINATED, stderr[-3000:]
+    assert_stopped_line(stderr.strip().splitlines()[-1], out, args, "flower simulate")
+    assert not wait_gone(children), "a Ray process outlived the run"
     assert_no_partial_file(out)

@@ -54,11 +54,13 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
         with warnings.catch_warnings(), _one_thread_per_actor(), _flower_log(log_level):
             warnings.simplefilter("ignore", DeprecationWarning)  # run_simulation's, and Ray's notices
             warnings.simplefilter("ignore", FutureWarning)
-            # Ctrl-C and SIGTERM do not reach the server, which runs in Flower's thread: they ask the server
-            # to stop before its next round, which ends the run with RunInterrupted (a second one stops at once)
-            previous = {number: signal.signal(number, lambda signum, _: _request_stop(server, signum))
-                        for number in STOP_SIGNALS}
+            previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
             try:
+                _start_ray(backend)
+                # Ctrl-C and SIGTERM do not reach the server, which runs in Flower's thread: they ask the server
+                # to stop before its next round, which ends the run with RunInterrupted (a second one stops at once)
+                for number in STOP_SIGNALS:
+                    signal.signal(number, lambda signum, _: _request_stop(server, signum))
                 run_simulation(server_app=server.app, client_app=client_app(), num_supernodes=config.num_partitions,
                                backend_config=backend, verbose_logging=False)
             except KeyboardInterrupt as stop:
@@ -66,9 +68,30 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
             finally:
                 for number, handler in previous.items():
                     signal.signal(number, handler)
+                _stop_ray()
     if server.result is None:
         raise RuntimeError("the Flower simulation ended without running the server; see its log above")
     return server.result
+
+
+def _start_ray(backend: dict) -> None:
+    """Start Ray as ``run_simulation`` would (which then finds it started), so that SIGTERM can be taken back.
+
+    ``ray.init`` gives SIGTERM handlers of its own (Python's ``sys.exit``, then its core worker's,
+    which aborts the process): started inside ``run_simulation`` they would end a run without
+    saying what is saved. Flower's own backend class starts it, so Ray gets the same settings.
+    """
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    RayBackend(backend)
+
+
+def _stop_ray() -> None:
+    """Stop Ray if ``run_simulation`` did not (it does when it ends normally)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def _request_stop(server: FederatedServer, signum: int) -> None:
