@@ -28,11 +28,6 @@ from .comparison_configs import comparison_configs
 from .config import RunConfig
 from .config_file import merge_settings
 
-# The exit status of a command stopped by Ctrl-C, as a shell reports SIGINT (128 + 2).
-INTERRUPTED = 130
-# ... and by SIGTERM (128 + 15).
-TERMINATED = 143
-
 
 def settings_from_args(args) -> tuple[dict, str]:
     """Return the settings of the ``--config`` file (if given) overridden by the flags, and their source.

@@ -128,6 +128,22 @@ def test_sigterm_stops_run_with_one_line_status_143_and_its_workers(tmp_path, wo
 
 
 @pytest.mark.slow
+def test_workers_of_a_run_killed_outright_exit_on_their_own(tmp_path):
+    """SIGKILL leaves the run no cleanup; its forked workers notice and exit rather than wait for ever."""
+    out = tmp_path / "run"
+    process = start(["run", *RUN, "--workers", "3", "--out", str(out)])
+    try:
+        wait_for(out / "checkpoint.pt", process)
+        children = descendants(process.pid)
+        process.kill()
+        process.wait()
+    finally:
+        stop(process)
+    assert len(children) >= 2
+    assert not wait_gone(children), "a worker outlived the run"
+
+
+@pytest.mark.slow
 def test_sigterm_stops_compare_with_one_line_status_143(tmp_path):
     out = tmp_path / "cmp"
     args = ["compare", *[a for a in RUN if a not in ("--strategy", "fedavg")], "--strategies", "fedavg,allreduce",

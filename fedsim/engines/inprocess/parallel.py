@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 
 import torch
 
@@ -29,6 +30,8 @@ from .fedavg import FedAvgRounds
 
 #: Seconds a worker has to exit once told to, before it is killed.
 STOP_TIMEOUT_S = 5.0
+#: Seconds between an idle worker's checks that the run's process is still there.
+PARENT_CHECK_S = 1.0
 #: The most workers `check_workers` accepts.
 MAX_WORKERS = 256
 
@@ -127,7 +130,7 @@ class Worker:
         self.index = index
         self.buffer = [torch.zeros_like(tensor).share_memory_() for tensor in rounds.global_state]
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=serve, args=(rounds, child_end, self.buffer), daemon=True,
+        self.process = context.Process(target=serve, args=(rounds, child_end, self.buffer, os.getpid()), daemon=True,
                                        name=f"fedsim-worker-{index}")
         self.process.start()
         child_end.close()
@@ -163,7 +166,7 @@ class Worker:
         self.connection.close()
 
 
-def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) -> None:
+def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor], run_pid: int) -> None:
     """A worker's loop: train the clients of each round it is sent into ``buffer``, until told to stop.
 
     Ctrl-C reaches every process of the terminal's group, and SIGTERM every process of a
@@ -172,7 +175,7 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) 
     """
     ignore_stop_signals()
     torch.set_num_threads(1)
-    while (message := _next_message(connection)) is not None:
+    while (message := _next_message(connection, run_pid)) is not None:
         round_index, assignments = message
         try:
             torch._foreach_zero_(buffer)
@@ -186,7 +189,15 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor]) 
             return
 
 
-def _next_message(connection):
+def _next_message(connection, run_pid: int):
+    """Return the run's next message, or ``None`` once the run's process (``run_pid``) is gone.
+
+    A run's process killed outright (SIGKILL) closes its end of the pipe, but forked siblings
+    hold copies of it, so no end of file may come: an idle worker also checks its parent.
+    """
+    while not connection.poll(PARENT_CHECK_S):
+        if os.getppid() != run_pid:
+            return None
     try:
         return connection.recv()
     except EOFError:  # the run's process is gone
