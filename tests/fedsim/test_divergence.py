@@ -2,6 +2,8 @@
 
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -137,3 +139,20 @@ def test_compare_goes_on_and_marks_the_diverged_strategy(tmp_path):
     assert [row["round"] for row in rows if row["strategy"] == "fedavg"] == [1, 2, 3]
     assert [row["round"] for row in rows if row["strategy"] == "allreduce"] == [1, 2, 3, 4, 5]
     assert all(math.isfinite(row["train_loss"]) for row in rows)
+
+
+@pytest.mark.slow
+def test_ddp_ranks_stop_together_and_the_launcher_names_the_round(tmp_path):
+    """Every rank sees the same summed loss and global model, so all stop at round 1; the launcher's line is last."""
+    from fedsim.engines.distributed.launch import rank_environment
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "mlp",
+               "--num-partitions", "2", "--batch-size", "20", "--lr", "50", "--rounds", "3", "--quiet",
+               "--out", str(out)]
+    result = subprocess.run(command, env=rank_environment(2), capture_output=True, text=True, timeout=300)
+    assert result.returncode == DIVERGED, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedsim ddp: error: diverged in round 1: the training loss is "), last
+    assert "lower `--lr` (now 50)" in last and "no checkpoint was written yet" in last
+    assert strict_json(out / "summary.json")["allreduce"]["diverged_round"] == 1
