@@ -179,3 +179,16 @@ def test_sigterm_stops_a_flower_simulation_before_its_next_round_and_says_how_to
     assert_stopped_line(stderr.strip().splitlines()[-1], out, args, "flower simulate")
     assert not wait_gone(children), "a Ray process outlived the run"
     assert_no_partial_file(out)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_deployed_federation_and_every_flower_process(tmp_path):
+    """SIGTERM to ``fedsim flower deploy`` stops the SuperLink, the SuperNodes and what they started."""
+    out = tmp_path / "run"
+    args = ["flower", "deploy", "--strategy", "fedavg", "--model", "mlp", "--dataset", "digits", "--num-partitions",
+            "2", "--rounds", "100", "--batch-size", "20", "--quiet", "--out", str(out)]
+    env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    status, children, stderr = terminate_at(out / "checkpoint.pt", args, env=env)
+    assert_stopped_line(only_line(status, stderr), out, args, "flower deploy")
+    assert len(children) >= 3  # the SuperLink, two SuperNodes, flwr run
+    assert not wait_gone(children), "a Flower process outlived the run"
