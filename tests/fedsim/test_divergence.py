@@ -156,3 +156,19 @@ def test_ddp_ranks_stop_together_and_the_launcher_names_the_round(tmp_path):
     assert last.startswith("fedsim ddp: error: diverged in round 1: the training loss is "), last
     assert "lower `--lr` (now 50)" in last and "no checkpoint was written yet" in last
     assert strict_json(out / "summary.json")["allreduce"]["diverged_round"] == 1
+
+
+@pytest.mark.slow
+def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path):
+    """The server records in Flower's thread; its RunDiverged reaches the command as in-process."""
+    import os
+
+    out = tmp_path / "run"
+    env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", "fedavg", *SMALL, "--lr", "50",
+               "--rounds", "3", "--out", str(out)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == DIVERGED, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("fedsim flower simulate: error: diverged in round 1 (client "), last
+    assert strict_json(out / "summary.json")["fedavg"]["diverged_round"] == 1

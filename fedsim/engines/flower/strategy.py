@@ -164,7 +164,8 @@ class SeededFedAvg(FedsimStrategy):
             accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), scale)
             if reply := extra_tensors(content["arrays"]):
                 rounds.algorithm.add_reply([tensor.to(rounds.global_state[0]) for tensor in reply])
-            stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]))
+            stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]),
+                             f"client {client}")
         rounds.step_server(mean_state, stats, len(clients))
         stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})
