@@ -19,9 +19,12 @@ BASE = {"dataset": "digits", "model": "mlp", "dtype": "float64", "num_partitions
         "rounds": 3, "batch_size": 32, "lr": 0.1}
 CASES = {
     "fedavg, all one step": {"partition": "iid"},
+    # FedProx's term is zero at a client's only step, which starts from the global model: the one-step clients
+    # drop it. The quantity skew adds clients of several steps to the same rounds, on which it acts
+    # (test_fedprox_acts_only_on_the_clients_of_several_steps).
     "FedProx, momentum, weight decay, FedAvgM, feature noise": {
-        "partition": "iid", "mu": 0.1, "momentum": 0.5, "weight_decay": 0.01, "server_momentum": 0.5,
-        "feature_noise": 0.2},
+        "partition": "quantity", "alpha": 0.5, "min_partition_size": 0, "mu": 0.1, "momentum": 0.5,
+        "weight_decay": 0.01, "server_momentum": 0.5, "feature_noise": 0.2},
     "quantity skew: one-step and longer clients in a round": {"partition": "quantity", "alpha": 0.5,
                                                                "min_partition_size": 0},
     "fednova, FedAdam, one local step each": {"strategy": "fednova", "partition": "dirichlet", "alpha": 0.5,
@@ -56,6 +59,13 @@ def test_one_forward_for_the_one_step_clients_ends_where_the_loop_ends(tmp_path,
 
 
 @pytest.mark.numerics
+def test_fedprox_acts_only_on_the_clients_of_several_steps():
+    prox = RunConfig(**{**BASE, **CASES["FedProx, momentum, weight decay, FedAvgM, feature noise"]})
+    assert relative_distance(run(prox).global_state, run(prox.replace(mu=0.0)).global_state) > 1e-6
+    one_step = prox.replace(partition="iid", min_partition_size=10)  # every client takes one step
+    torch.testing.assert_close(run(one_step).global_state, run(one_step.replace(mu=0.0)).global_state, **EXACT)
+
+
 def test_float32_one_forward_is_close_to_the_loop_as_a_whole(tmp_path):
     config = RunConfig(**{**BASE, "dtype": "float32", "model": "cnn", "partition": "iid"})
     fused, looped = run(config), run(config.replace(fused=False))
