@@ -66,6 +66,7 @@ def test_fedprox_acts_only_on_the_clients_of_several_steps():
     torch.testing.assert_close(run(one_step).global_state, run(one_step.replace(mu=0.0)).global_state, **EXACT)
 
 
+@pytest.mark.numerics
 def test_float32_one_forward_is_close_to_the_loop_as_a_whole(tmp_path):
     config = RunConfig(**{**BASE, "dtype": "float32", "model": "cnn", "partition": "iid"})
     fused, looped = run(config), run(config.replace(fused=False))
