@@ -248,10 +248,14 @@ class DatasetOption(argparse.Action):
 def add_training_command(commands, name: str, help_text: str, handler, hidden=()) -> argparse.ArgumentParser:
     """Add a command that trains (run, compare, ddp, flower simulate/deploy): the config flags, --out, --resume."""
     parser = commands.add_parser(name, help=help_text)
-    parser.add_argument("--config", help="TOML file of settings; its keys are the flags' names, and flags given "
-                        "here override its values (default: none)")
-    parser.add_argument("--out", required=True, help="results folder: new or empty, or a run to --resume (required)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    table = "flower" if name in ("simulate", "deploy") else name
+    parser.add_argument("--config", help="TOML file of settings (or a run's config.json); its keys are the flags' "
+                        f"names, its [{table}] table overrides its top-level keys for this command, and flags given "
+                        "here override both (default: none)")
+    parser.add_argument("--out", help="results folder: new or empty, or a run to --resume (required); `out` in "
+                        "the --config file sets it too")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint, with "
+                        "the settings it recorded: only --out is needed, and --rounds to extend it")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, hidden=hidden)
     parser.set_defaults(handler=handler)

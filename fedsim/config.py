@@ -336,21 +336,27 @@ class RunConfig:
         return cls(**field_values(mapping, source))
 
     @classmethod
-    def read_toml(cls, path) -> dict:
-        """Return the settings of a TOML file of fields (flat, or under ``[run]``), each value checked alone.
+    def read_toml(cls, path, command: str = "run") -> dict:
+        """Return the settings of a TOML file for ``command``: its top-level keys, overridden by its ``[command]`` table.
 
-        See `fedsim.config_file.read_settings`: errors name the file and the line.
+        Each value is checked alone; the result may also hold ``out`` (and, for ``compare``,
+        ``strategies``). See `fedsim.config_file.read_settings`: errors name the file and the line.
         """
         from .config_file import read_settings
 
-        return read_settings(path)
+        return read_settings(path, command=command)
 
     @classmethod
     def from_toml(cls, path, **overrides) -> RunConfig:
-        """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
+        """Read a TOML file's settings for ``fedsim run`` (top level and ``[run]``), then apply ``overrides``.
+
+        An ``out`` in the file is not a setting of the config, and is left out.
+        """
         from .config_file import merge_settings
 
-        return cls.from_mapping(merge_settings(cls.read_toml(path), overrides), source=str(path))
+        settings = cls.read_toml(path)
+        settings.pop("out", None)
+        return cls.from_mapping(merge_settings(settings, overrides), source=str(path))
 
     def _check_server_optimizer(self) -> None:
         """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""
