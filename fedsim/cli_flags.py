@@ -201,6 +201,8 @@ def _metavar(name: str) -> str | None:
 PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
 PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
 PARAMETER_FLAGS["strategies"] = "--strategies"
+# The true/false fields, whose flags are switches (--amp / --no-amp) rather than --amp=True.
+SWITCHES = frozenset(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))
 
 
 def flag_message(message: str) -> str:
@@ -215,7 +217,17 @@ def flag_message(message: str) -> str:
     '`--classes-per-partition`=11 exceeds the 10 classes in `labels`'
     >>> flag_message("unknown dataset `name`='imagenet'")
     "unknown dataset `--dataset`='imagenet'"
+    >>> flag_message("`fused`=False does nothing with `strategy`='scaffold'")
+    "`--no-fused` does nothing with `--strategy`='scaffold'"
     """
+
+    def switch(match: re.Match) -> str:
+        name, value = match.group(1), match.group(2)
+        if name not in SWITCHES:
+            return match.group(0)
+        return f"`{config_flag(name)}`" if value == "True" else f"`--no-{config_flag(name)[2:]}`"
+
+    message = re.sub(r"`(\w+)`=(True|False)\b", switch, message)  # a switch as typed: --amp, --no-fused
 
     def swap(match: re.Match) -> str:
         word, name = match.group(1), match.group(2)

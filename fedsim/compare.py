@@ -81,11 +81,12 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
 
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
-    write_atomic(out / "comparison.txt", comparison_table(results) + "\n")
+    title = run_title(config, partition)  # the table alone would not say what was compared
+    write_atomic(out / "comparison.txt", f"{title}\n\n{comparison_table(results)}\n")
     from .plots import learning_curves
 
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
-                    title=run_title(config, partition))
+                    title=title)
     return results
 
 

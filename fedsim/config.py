@@ -337,7 +337,7 @@ class RunConfig:
 
     @classmethod
     def read_toml(cls, path, command: str = "run") -> dict:
-        """Return the settings of a TOML file for ``command``: its top-level keys, overridden by its ``[command]`` table.
+        """Return a TOML file's settings for ``command``: its top-level keys, under its ``[command]`` table's.
 
         Each value is checked alone; the result may also hold ``out`` (and, for ``compare``,
         ``strategies``). See `fedsim.config_file.read_settings`: errors name the file and the line.

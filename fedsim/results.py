@@ -118,7 +118,23 @@ class RunFolder:
         if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
             raise ValueError(f"cannot write to {self.path}: {reason} ({parent})")
+        self._try_creating()
         return None
+
+    def _try_creating(self) -> None:
+        """Create the missing folder and remove it again, so that a folder no one can make is refused at once.
+
+        Permissions are not the whole story: ``/proc`` looks writable to root, yet refuses a new folder.
+        """
+        missing = [folder for folder in (self.path, *self.path.parents) if not folder.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"cannot write to {self.path}: {error.strerror or error}") from None
+        finally:
+            for folder in missing:  # deepest first; only what this call made
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
     def _never_finished_a_round(self) -> bool:
         """Whether the folder holds a run of ours that stopped before writing any result (a crash in round 1)."""

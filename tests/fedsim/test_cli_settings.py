@@ -31,7 +31,8 @@ def error_line(result) -> str:
         (["--strategy", "allreduce", "--mu", "5"], "`--mu`=5.0 does nothing with `--strategy`='allreduce'"),
         (["--strategy", "allreduce", "--local-epochs", "2"], "`--local-epochs`=2 does nothing"),
         (["--dataset-option", "root=/tmp"], "`--dataset-option` may not set 'root': it is the setting `--data-root`"),
-        (["--dtype", "float64", "--amp"], "`--amp`=True computes in bfloat16/float16"),
+        (["--dtype", "float64", "--amp"], "`--amp` computes in bfloat16/float16"),
+        (["--strategy", "scaffold", "--no-fused"], "`--no-fused` does nothing with `--strategy`='scaffold'"),
         (["--alpha", "nan"], "`--alpha` must be a finite number > 0, got nan"),
     ],
 )

@@ -90,12 +90,12 @@ UNREAD = [
     (["--server-beta2", "0.5"], "allreduce", "`--server-beta2`=0.5"),
     (["--server-tau", "0.1"], "reweighted", "`--server-tau`=0.1"),
     (["--uneven", "cycle"], "fedavg", "`--uneven`='cycle'"),
-    (["--no-fused"], "moon", "`--fused`=False"),
+    (["--no-fused"], "moon", "`--no-fused`"),
     (["--dynamic-rule", "cosine"], "fedavg", "`--dynamic-rule`='cosine'"),
     (["--temperature", "0.5"], "allreduce", "`--temperature`=0.5"),
     (["--compression", "int8"], "fedavg", "`--compression`='int8'"),
     (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
-    (["--sync-bn"], "fedavg", "`--sync-bn`=True"),
+    (["--sync-bn"], "fedavg", "`--sync-bn`"),
 ]
 
 
