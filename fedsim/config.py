@@ -330,10 +330,14 @@ class RunConfig:
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
-        """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores)."""
-        from .config_file import field_values
+        """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores).
 
-        return cls(**field_values(mapping, source))
+        A ``config.json``'s ``"environment"`` record (`fedsim.provenance`) is not a setting, and is left out.
+        """
+        from .config_file import field_values
+        from .provenance import ENVIRONMENT_KEY
+
+        return cls(**field_values({key: value for key, value in mapping.items() if key != ENVIRONMENT_KEY}, source))
 
     @classmethod
     def read_toml(cls, path, command: str = "run") -> dict:
