@@ -197,10 +197,10 @@ def _metavar(name: str) -> str | None:
     return name.upper()
 
 
-# Library parameter -> the flag that sets it: every RunConfig field, the aliases, and compare's list.
+# Library parameter -> the flag that sets it: every RunConfig field, the aliases, compare's list and the folder.
 PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
 PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
-PARAMETER_FLAGS["strategies"] = "--strategies"
+PARAMETER_FLAGS.update(strategies="--strategies", out="--out")  # a settings file's keys beside the fields
 # The true/false fields, whose flags are switches (--amp / --no-amp) rather than --amp=True.
 SWITCHES = frozenset(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))
 
