@@ -7,6 +7,7 @@ from fedsim.compare import compare
 from fedsim.config import RunConfig
 from fedsim.results import read_rows
 from fedsim.strategies import SETTINGS
+from partitions import Partition
 
 from .test_cli import fedsim
 
@@ -185,3 +186,13 @@ def test_toml_top_level_keys_apply_under_the_run_table_and_bad_types_are_errors(
 def test_unreadable_config_path_is_one_line(tmp_path):
     result = fedsim("run", "--config", str(tmp_path), *QUICK, "--out", str(tmp_path / "r"))
     assert result.returncode == 2 and "is a folder, not a TOML file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_comparison_txt_names_the_data_model_and_partition(tmp_path):
+    result = fedsim("compare", "--strategies", "fedavg,allreduce", "--dataset", "digits", "--partition", "pathological",
+                    "--classes-per-partition", "3", *QUICK, "--out", str(tmp_path / "c"))
+    assert result.returncode == 0, result.stderr
+    title, blank, header, *_ = (tmp_path / "c" / "comparison.txt").read_text().splitlines()
+    partition = Partition.load(tmp_path / "c" / "partition.json")
+    assert title == f"digits, mlp, {partition.describe()}, K=4" and "3" in partition.describe()
+    assert blank == "" and header.split()[:3] == ["strategy", "final", "acc"]
