@@ -330,10 +330,7 @@ class RunConfig:
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
-        """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores).
-
-        A ``config.json``'s ``"environment"`` record (`fedsim.provenance`) is not a setting, and is left out.
-        """
+        """Build a config from a mapping (a ``config.json``'s, less its environment record), rejecting other keys."""
         from .config_file import field_values
         from .provenance import ENVIRONMENT_KEY
 
@@ -341,21 +338,14 @@ class RunConfig:
 
     @classmethod
     def read_toml(cls, path, command: str = "run") -> dict:
-        """Return a TOML file's settings for ``command``: its top-level keys, under its ``[command]`` table's.
-
-        Each value is checked alone; the result may also hold ``out`` (and, for ``compare``,
-        ``strategies``). See `fedsim.config_file.read_settings`: errors name the file and the line.
-        """
+        """Return a TOML file's settings for ``command`` (`fedsim.config_file.read_settings`), each checked alone."""
         from .config_file import read_settings
 
         return read_settings(path, command=command)
 
     @classmethod
     def from_toml(cls, path, **overrides) -> RunConfig:
-        """Read a TOML file's settings for ``fedsim run`` (top level and ``[run]``), then apply ``overrides``.
-
-        An ``out`` in the file is not a setting of the config, and is left out.
-        """
+        """Read a TOML file's settings for ``fedsim run`` (top level, then ``[run]``; not ``out``) and ``overrides``."""
         from .config_file import merge_settings
 
         settings = cls.read_toml(path)

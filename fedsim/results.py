@@ -267,9 +267,15 @@ class RunFolder:
                              "continued: start the run again with another `--out`") from None
 
     def checkpoint_round(self) -> int:
-        """Return the round ``checkpoint.pt`` holds, 0 when there is none."""
-        checkpoint = self.load_checkpoint()
-        return 0 if checkpoint is None else int(checkpoint["progress"]["round"])
+        """Return the round ``checkpoint.pt`` holds, 0 when there is none.
+
+        The file is memory-mapped, so that a large checkpoint (SCAFFOLD's control variates of
+        many clients) is not read just for its round number.
+        """
+        path = self.path / "checkpoint.pt"
+        if not path.exists():
+            return 0
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["progress"]["round"])
 
     def save_model(self, state: list[torch.Tensor]) -> None:
         """Save the final global tensors to ``model.pt``."""
