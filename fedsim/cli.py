@@ -54,11 +54,12 @@ def settings_from_args(args) -> tuple[dict, str]:
         saved = recorded_settings(Path(args.out), args.command) if args.resume else {}
     from_file.pop("out", None)
     if args.command == "compare":
-        listed = (args.strategies, from_file.pop("strategies", None), saved.pop("strategies", None))
+        compared = saved.pop("strategies", None)
+        listed = (args.strategies, from_file.pop("strategies", None), compared)
         given = next((strategies for strategies in listed if strategies), DEFAULT_STRATEGIES)
         args.strategies = ",".join(strategy_list(given))
-        if listed[2]:  # before the settings meet the other list, which would blame one of them
-            check_same_strategies(args.out, strategy_list(listed[2]), strategy_list(given))
+        if compared:  # before the settings meet the other list, which would blame one of them
+            check_same_strategies(args.out, strategy_list(compared), strategy_list(given))
     settings = merge_settings(merge_settings(saved, from_file), flags)
     sources = [f"{args.out}/config.json"] * bool(saved) + [str(config_file)] * bool(config_file)
     source = " and ".join(sources) or "the flags"
@@ -81,7 +82,6 @@ def recorded_settings(out: Path, command: str) -> dict:
     path = out / "config.json"
     if not path.is_file() or not RunFolder(out, "comparison" if command == "compare" else "run").holds_run():
         return {}
-
     settings = read_settings(path, command="compare" if command == "compare" else "run")
     if command == "compare":
         settings.pop("strategy", None)
