@@ -56,7 +56,7 @@ def load_labels(folder: Path) -> np.ndarray:
     from fedsim.config import RunConfig
     from fedsim.results import read_json
 
-    return RunConfig(**read_json(folder / "config.json")).load_dataset().train_labels.numpy()
+    return RunConfig.from_mapping(read_json(folder / "config.json")).load_dataset().train_labels.numpy()
 
 
 def measure(run: dict, target: float) -> dict:

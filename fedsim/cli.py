@@ -2,7 +2,8 @@
 
 Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`); the
 commands that start processes, ``ddp`` and ``flower``, are in `fedsim.cli_launch`.
-Precedence: the field's default, then the TOML file, then flags given on the command line.
+Precedence: the field's default, then (on ``--resume``) the run's own ``config.json``, then the ``--config``
+file, then flags given on the command line.
 
 Every setting is checked, the data loaded, the partition made, the model built and the outputs
 checked before anything is printed, so a bad input ends with one error line that names the flag
@@ -24,26 +25,66 @@ from pathlib import Path
 
 from . import __version__
 from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, flag_message
-from .comparison_configs import comparison_configs
+from .comparison_configs import check_same_strategies, comparison_configs
 from .config import RunConfig
-from .config_file import merge_settings
+from .config_file import merge_settings, strategy_list
+
+# What `fedsim compare` compares when neither `--strategies` nor the settings file names strategies.
+DEFAULT_STRATEGIES = "allreduce,reweighted,fedavg"
 
 
 def settings_from_args(args) -> tuple[dict, str]:
-    """Return the settings of the ``--config`` file (if given) overridden by the flags, and their source.
+    """Return the run's settings and where they come from, setting ``args.out`` (and compare's ``args.strategies``).
 
-    With ``--partition-file`` and no ``--num-partitions``, the file's number of partitions is taken.
+    Precedence, lowest first: the fields' defaults; on ``--resume``, the settings the run in
+    ``--out`` recorded in its ``config.json`` (so resuming needs only ``--out``, and ``--rounds``
+    to extend); the ``--config`` file; the flags. With ``--partition-file`` and no
+    ``--num-partitions``, the file's number of partitions is taken.
     """
     names = {field.name for field in dataclasses.fields(RunConfig)}
     flags = {key: value for key, value in vars(args).items() if key in names}
-    settings, source = flags, "the flags"
-    if getattr(args, "config", None):
-        settings, source = merge_settings(RunConfig.read_toml(args.config), flags), str(args.config)
+    config_file = getattr(args, "config", None)
+    from_file = RunConfig.read_toml(config_file, command=args.command) if config_file else {}
+    saved = {}
+    if hasattr(args, "resume"):  # a command that trains into a results folder
+        args.out = args.out or from_file.get("out")  # the flag wins
+        if not args.out:
+            raise ValueError("`--out` is required: name the results folder (or set `out` in the `--config` file)")
+        saved = recorded_settings(Path(args.out), args.command) if args.resume else {}
+    from_file.pop("out", None)
+    if args.command == "compare":
+        compared = saved.pop("strategies", None)
+        listed = (args.strategies, from_file.pop("strategies", None), compared)
+        given = next((strategies for strategies in listed if strategies), DEFAULT_STRATEGIES)
+        args.strategies = ",".join(strategy_list(given))
+        if compared:  # before the settings meet the other list, which would blame one of them
+            check_same_strategies(args.out, strategy_list(compared), strategy_list(given))
+    settings = merge_settings(merge_settings(saved, from_file), flags)
+    sources = [f"{args.out}/config.json"] * bool(saved) + [str(config_file)] * bool(config_file)
+    source = " and ".join(sources) or "the flags"
     if settings.get("partition_file") and "num_partitions" not in settings:
         from .partitioning import load_partition_file
 
         settings["num_partitions"] = load_partition_file(settings["partition_file"]).num_partitions
     return settings, source
+
+
+def recorded_settings(out: Path, command: str) -> dict:
+    """Return the settings a run (or, for ``compare``, a comparison) recorded in ``out/config.json``.
+
+    Nothing when ``out`` holds no such run: `fedsim.results.RunFolder.check` then says what it lacks.
+    A comparison of an earlier format recorded FedAvg's config; its ``strategy`` is left out.
+    """
+    from .config_file import read_settings
+    from .results import RunFolder
+
+    path = out / "config.json"
+    if not path.is_file() or not RunFolder(out, "comparison" if command == "compare" else "run").holds_run():
+        return {}
+    settings = read_settings(path, command="compare" if command == "compare" else "run")
+    if command == "compare":
+        settings.pop("strategy", None)
+    return settings
 
 
 def config_from_args(args) -> RunConfig:
@@ -96,7 +137,7 @@ def command_run(args) -> None:
 def command_compare(args) -> None:
     """Run several strategies on the same partition and initial model; print the comparison."""
     settings, source = settings_from_args(args)
-    names = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    names = strategy_list(args.strategies)
     configs = comparison_configs(settings, names, source=source)  # before importing torch
     from .compare import check_comparison, check_engine, compare, comparison_table
     from .strategies import get_strategy
@@ -192,9 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "parallel, this one included, one core each (fedavg, fednova; CPU; default 1)")
     compare = add_training_command(commands, "compare", "compare strategies on one partition", command_compare,
                                     hidden=("strategy",))  # --strategies names them; --strategy gets its own error
-    compare.add_argument("--strategies", default="allreduce,reweighted,fedavg",
+    compare.add_argument("--strategies", default=None,
                          help="comma-separated strategies, each run on the same partition and initial model "
-                              "(default allreduce,reweighted,fedavg)")
+                              f"(default: the settings file's `strategies`, or {DEFAULT_STRATEGIES})")
     compare.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess",
                          help="run the strategies in this process (default), or as a Flower app on Flower's "
                               "simulation engine, one virtual SuperNode per partition")

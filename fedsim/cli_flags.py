@@ -197,10 +197,12 @@ def _metavar(name: str) -> str | None:
     return name.upper()
 
 
-# Library parameter -> the flag that sets it: every RunConfig field, the aliases, and compare's list.
+# Library parameter -> the flag that sets it: every RunConfig field, the aliases, compare's list and the folder.
 PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
 PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
-PARAMETER_FLAGS["strategies"] = "--strategies"
+PARAMETER_FLAGS.update(strategies="--strategies", out="--out")  # a settings file's keys beside the fields
+# The true/false fields, whose flags are switches (--amp / --no-amp) rather than --amp=True.
+SWITCHES = frozenset(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))
 
 
 def flag_message(message: str) -> str:
@@ -215,7 +217,17 @@ def flag_message(message: str) -> str:
     '`--classes-per-partition`=11 exceeds the 10 classes in `labels`'
     >>> flag_message("unknown dataset `name`='imagenet'")
     "unknown dataset `--dataset`='imagenet'"
+    >>> flag_message("`fused`=False does nothing with `strategy`='scaffold'")
+    "`--no-fused` does nothing with `--strategy`='scaffold'"
     """
+
+    def switch(match: re.Match) -> str:
+        name, value = match.group(1), match.group(2)
+        if name not in SWITCHES:
+            return match.group(0)
+        return f"`{config_flag(name)}`" if value == "True" else f"`--no-{config_flag(name)[2:]}`"
+
+    message = re.sub(r"`(\w+)`=(True|False)\b", switch, message)  # a switch as typed: --amp, --no-fused
 
     def swap(match: re.Match) -> str:
         word, name = match.group(1), match.group(2)
@@ -248,10 +260,14 @@ class DatasetOption(argparse.Action):
 def add_training_command(commands, name: str, help_text: str, handler, hidden=()) -> argparse.ArgumentParser:
     """Add a command that trains (run, compare, ddp, flower simulate/deploy): the config flags, --out, --resume."""
     parser = commands.add_parser(name, help=help_text)
-    parser.add_argument("--config", help="TOML file of settings; its keys are the flags' names, and flags given "
-                        "here override its values (default: none)")
-    parser.add_argument("--out", required=True, help="results folder: new or empty, or a run to --resume (required)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint")
+    table = "flower" if name in ("simulate", "deploy") else name
+    parser.add_argument("--config", help="TOML file of settings (or a run's config.json); its keys are the flags' "
+                        f"names, its [{table}] table overrides its top-level keys for this command, and flags given "
+                        "here override both (default: none)")
+    parser.add_argument("--out", help="results folder: new or empty, or a run to --resume (required); `out` in "
+                        "the --config file sets it too")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its checkpoint, with "
+                        "the settings it recorded: only --out is needed, and --rounds to extend it")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     add_config_flags(parser, hidden=hidden)
     parser.set_defaults(handler=handler)

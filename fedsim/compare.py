@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 
 from partitions._io import write_atomic
@@ -10,6 +9,7 @@ from partitions._io import write_atomic
 from .engines.inprocess import RunResult, run
 from .interrupts import RunDiverged
 from .partitioning import partition_for
+from .comparison_configs import check_same_strategies, comparison_settings
 from .recorder import grid_record, run_title
 from .results import RunFolder, read_json
 from .schedule import SampleGrid
@@ -71,8 +71,11 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
         partition = partition_for(config, data.train_labels.numpy())
     folder.open(resume=resume)
     out = folder.path
-    if not resume:  # each strategy's folder checks its own settings on resume
-        write_atomic(out / "config.json", json.dumps({**config.to_dict(), "strategies": list(configs)}, indent=2))
+    # the settings as given once (each strategy's folder checks its own on resume); rewritten on resume, so that
+    # config.json says the rounds the comparison now runs to, and a resume from it needs only `--out`
+    resumed_from = min(RunFolder(out / name).checkpoint_round() for name in configs) if resume else None
+    folder.write_config({**comparison_settings(configs), "strategies": list(configs)}, from_round=resumed_from)
+    if not resume:
         partition.save(out / "partition.json")
     # every strategy reports on FedAvg's samples grid
     grid = SampleGrid.from_config(configs.get("fedavg", config))
@@ -89,11 +92,12 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
 
     folder.write_rows([row for result in results.values() for row in result.rows])
     folder.write_summary({name: result.summary for name, result in results.items()})
-    write_atomic(out / "comparison.txt", comparison_table(results) + "\n")
+    title = run_title(config, partition)  # the table alone would not say what was compared
+    write_atomic(out / "comparison.txt", f"{title}\n\n{comparison_table(results)}\n")
     from .plots import learning_curves
 
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
-                    title=run_title(config, partition))
+                    title=title)
     return results
 
 
@@ -131,10 +135,7 @@ def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
     folder.check(resume=resume)
     if not resume:
         return folder
-    saved = read_json(folder.path / "config.json").get("strategies")
-    if saved is not None and saved != list(configs):
-        raise ValueError(f"cannot resume {folder.path}: it compares {','.join(saved)}, not {','.join(configs)}; "
-                         f"resume with `strategies`={','.join(saved)!r}, or choose another `--out`")
+    check_same_strategies(folder.path, read_json(folder.path / "config.json").get("strategies"), list(configs))
     grid = SampleGrid.from_config(configs.get("fedavg", config))
     for name, run_config in configs.items():
         strategy_folder = RunFolder(folder.path / name)

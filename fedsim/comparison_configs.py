@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import fields
 
 from .checks import check_choice
 from .config import WEIGHT_RULES, RunConfig, setting_defaults
@@ -73,3 +74,40 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
         own = {field: value for field, value in values.items() if strategy.reads(field, rules[name])}
         configs[name] = RunConfig(**own, strategy=name, weights=rules[name])
     return configs
+
+
+def comparison_settings(configs: Mapping[str, RunConfig]) -> dict:
+    """Return the settings, given once, from which `comparison_configs` makes ``configs``: its inverse.
+
+    Each field takes its value in the configs of the strategies that read it (the others hold
+    its default); ``weights`` is the rule chosen for the strategies that have a choice of rules,
+    ``None`` when each keeps its default. This is what a comparison's ``config.json`` records, so
+    that ``fedsim compare --resume`` and ``--config DIR/config.json`` rebuild the same configs.
+
+    Examples
+    --------
+    >>> configs = comparison_configs({"fraction": 0.5, "uneven": "cycle"}, ["allreduce", "fedavg"])
+    >>> settings = comparison_settings(configs)
+    >>> settings["fraction"], settings["uneven"], settings["weights"]
+    (0.5, 'cycle', None)
+    >>> comparison_configs(settings, ["allreduce", "fedavg"]) == configs
+    True
+    """
+    settings = {}
+    for field in fields(RunConfig):
+        if field.name in ("strategy", "weights"):
+            continue
+        readers = [config for name, config in configs.items() if get_strategy(name).reads(field.name, config.weights)]
+        source = readers[0] if readers else next(iter(configs.values()))
+        settings[field.name] = getattr(source, field.name)
+    chosen = [config.weights for name, config in configs.items()
+              if len(get_strategy(name).weight_rules) > 1 and config.weights != get_strategy(name).weight_rules[0]]
+    settings["weights"] = chosen[0] if chosen else None
+    return settings
+
+
+def check_same_strategies(out, saved: list[str] | None, given: list[str]) -> None:
+    """Refuse to resume the comparison in ``out``, which compares ``saved``, with other strategies ``given``."""
+    if saved is not None and list(saved) != list(given):
+        raise ValueError(f"cannot resume {out}: it compares {','.join(saved)}, not {','.join(given)}; "
+                         f"resume with `strategies`={','.join(saved)!r} (or leave it out), or choose another `--out`")

@@ -330,27 +330,27 @@ class RunConfig:
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
-        """Build a config from a mapping, rejecting keys that are not fields (dashes read as underscores)."""
+        """Build a config from a mapping (a ``config.json``'s, less its environment record), rejecting other keys."""
         from .config_file import field_values
+        from .provenance import ENVIRONMENT_KEY
 
-        return cls(**field_values(mapping, source))
+        return cls(**field_values({key: value for key, value in mapping.items() if key != ENVIRONMENT_KEY}, source))
 
     @classmethod
-    def read_toml(cls, path) -> dict:
-        """Return the settings of a TOML file of fields (flat, or under ``[run]``), each value checked alone.
-
-        See `fedsim.config_file.read_settings`: errors name the file and the line.
-        """
+    def read_toml(cls, path, command: str = "run") -> dict:
+        """Return a TOML file's settings for ``command`` (`fedsim.config_file.read_settings`), each checked alone."""
         from .config_file import read_settings
 
-        return read_settings(path)
+        return read_settings(path, command=command)
 
     @classmethod
     def from_toml(cls, path, **overrides) -> RunConfig:
-        """Read a TOML file of fields (flat, or under a ``[run]`` table), then apply ``overrides``."""
+        """Read a TOML file's settings for ``fedsim run`` (top level, then ``[run]``; not ``out``) and ``overrides``."""
         from .config_file import merge_settings
 
-        return cls.from_mapping(merge_settings(cls.read_toml(path), overrides), source=str(path))
+        settings = cls.read_toml(path)
+        settings.pop("out", None)
+        return cls.from_mapping(merge_settings(settings, overrides), source=str(path))
 
     def _check_server_optimizer(self) -> None:
         """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""

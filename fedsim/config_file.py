@@ -1,11 +1,12 @@
-"""Where a run's settings come from: a ``--config FILE.toml``, a mapping (``config.json``, Flower's run config),
-flags laid over a file. Every error names the source, and for a file the line where it can.
+"""Where a run's settings come from: a ``--config FILE.toml`` (or a run's ``config.json``), a mapping (Flower's
+run config), flags laid over a file. Every error names the source, and for a file the line where it can.
 
 `fedsim.config.RunConfig` is what they become; this module reads and merges them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from collections.abc import Mapping
@@ -16,11 +17,29 @@ from partitions._io import read_text
 
 from .config import RunConfig
 from .partitioning import SCHEME_SETTINGS
+from .provenance import ENVIRONMENT_KEY
 from .strategies import SETTINGS
 
 
-def read_settings(path) -> dict:
-    """Return the settings of a TOML file of `fedsim.config.RunConfig` fields (flat, or under ``[run]``).
+#: The tables of a settings file that apply to one command each, over the file's top-level keys.
+COMMAND_TABLES = ("run", "compare", "ddp", "flower")
+#: Keys a settings file may hold besides `RunConfig`'s fields: the results folder and compare's list.
+FILE_KEYS = ("out", "strategies")
+# What config.json records beside the settings: not settings, so a file read back leaves them out.
+RECORD_KEYS = (ENVIRONMENT_KEY, "sample_grid")
+
+
+def read_settings(path, command: str = "run") -> dict:
+    """Return the settings of a TOML file, or of a run's ``config.json``, for ``command``.
+
+    A TOML file's top-level keys apply to every command; a table named after a command
+    (``[run]``, ``[compare]``, ``[ddp]``, ``[flower]``) applies to that command only and overrides
+    them, so one file can describe a run and a comparison. Besides `fedsim.config.RunConfig`'s
+    fields (dashes or underscores, not both spellings of one key), a file may set ``out``, the
+    results folder, and, for ``compare``, ``strategies`` (a list, or comma-separated text).
+
+    A ``.json`` file is read as a run's or a comparison's ``config.json``; what it records
+    besides the settings (the environment, the sample grid) is left out.
 
     Each value is checked on its own (its type, range or choices) before the flags are laid
     over the file, so that a bad value is reported even where a flag overrides it, with the
@@ -31,28 +50,83 @@ def read_settings(path) -> dict:
     FileNotFoundError
         No file at ``path``.
     ValueError, TypeError
-        The file is not UTF-8 TOML, has keys outside ``[run]``, or holds a bad value.
+        The file is not UTF-8 TOML (or JSON), has an unknown key (named with its line and the
+        nearest known key) or a key spelled twice, or holds a bad value.
     """
     path = Path(path)
-    text = read_text(path, "TOML file")
+    is_json = path.suffix.lower() == ".json"
+    text = read_text(path, "JSON settings file" if is_json else "TOML file")
+    if is_json:
+        tables = {None: _read_json(text, path)}
+    else:
+        tables = _command_tables(text, path)
+    settings = {}
+    for table, data in tables.items():
+        values = field_values(data, str(path), text=text, table=table, extra=FILE_KEYS)
+        for name, value in values.items():
+            _check_value(name, value, path, _line_of(text, name, table))
+        if table in (None, command):
+            settings = merge_settings(settings, values)
+    if "strategies" in settings and command != "compare":
+        raise ValueError(f"{path}{_line_of(text, 'strategies', command if command in tables else None)}: "
+                         f"`strategies` is read by `fedsim compare` only; put it in a [compare] table")
+    return settings
+
+
+def _read_json(text: str, path: Path) -> dict:
+    """Return the settings of a ``config.json``, without what it records besides them."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path} is damaged: it is not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is damaged: it holds {type(data).__name__}, not a table of settings")
+    return {key: value for key, value in data.items() if key not in RECORD_KEYS}
+
+
+def _command_tables(text: str, path: Path) -> dict:
+    """Return a TOML file's top-level settings (key ``None``) and its command tables (key: the command)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ValueError(f"{path} is not valid TOML: {error}") from None
-    if "run" in data:
-        if not isinstance(data["run"], dict):
-            raise ValueError(f"`run` in {path} must be a table ([run]), got {data['run']!r}")
-        stray = sorted(set(data) - {"run"})
-        if stray:
-            raise ValueError(f"{path} has key {stray[0]!r} outside its [run] table; put every setting in [run]")
-        data = data["run"]
-    values = field_values(data, str(path))
-    for name, value in values.items():
+    tables = {None: {key: value for key, value in data.items() if key not in COMMAND_TABLES}}
+    for command in COMMAND_TABLES:
+        if command in data:
+            if not isinstance(data[command], dict):
+                raise ValueError(f"{path}{_line_of(text, command)}: `{command}` must be a table ([{command}]) of the "
+                                 f"settings of `fedsim {command}`, got {data[command]!r}")
+            tables[command] = data[command]
+    return tables
+
+
+def _check_value(name: str, value, path: Path, line: str) -> None:
+    """Check one setting of a file on its own; the error names the file and the line."""
+    if name == "out":
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"{path}{line}: `out` must be a folder path (text), got {value!r}")
+        return
+    if name == "strategies":
+        from .strategies import check_strategy_names
+
         try:
-            RunConfig(**_where_read(name), **{name: value})
+            check_strategy_names(strategy_list(value))
         except (ValueError, TypeError) as error:
-            raise type(error)(f"{path}{_line_of(text, name)}: {error}") from None
-    return data
+            raise type(error)(f"{path}{line}: {error}") from None
+        return
+    try:
+        RunConfig(**_where_read(name), **{name: value})
+    except (ValueError, TypeError) as error:
+        raise type(error)(f"{path}{line}: {error}") from None
+
+
+def strategy_list(value) -> list[str]:
+    """Return the strategies of ``strategies`` given as comma-separated text or as a list of names."""
+    if isinstance(value, str):
+        return [name.strip() for name in value.split(",") if name.strip()]
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return [name.strip() for name in value]
+    raise TypeError(f"`strategies` must be a list of strategy names or comma-separated text, got {value!r}")
 
 
 def merge_settings(base: Mapping, overrides: Mapping) -> dict:
@@ -63,15 +137,45 @@ def merge_settings(base: Mapping, overrides: Mapping) -> dict:
     return merged
 
 
-def field_values(mapping: Mapping, source: str) -> dict:
-    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields."""
-    known = {field.name for field in fields(RunConfig)}
-    values = {str(key).replace("-", "_"): value for key, value in mapping.items()}
-    if "dataset_option" in values:  # the flag's own spelling, --dataset-option
-        values["dataset_options"] = values.pop("dataset_option")
+def field_values(mapping: Mapping, source: str, *, text: str | None = None, table: str | None = None,
+                 extra: tuple = ()) -> dict:
+    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields.
+
+    Parameters
+    ----------
+    mapping : mapping
+        Key -> value, keys spelled with dashes or underscores.
+    source : str
+        Where the mapping comes from, for error messages.
+    text, table : optional
+        The file's text and the table holding ``mapping``, so that errors give the line.
+    extra : tuple of str
+        Keys accepted besides the fields (a file's ``out`` and ``strategies``).
+
+    Raises
+    ------
+    ValueError
+        An unknown key (with the nearest known one), or one key spelled twice
+        (``local-epochs`` and ``local_epochs``).
+    """
+    import difflib
+
+    known = {field.name for field in fields(RunConfig)} | set(extra)
+    values, spelled = {}, {}
+    for key, value in mapping.items():
+        name = str(key).replace("-", "_")
+        if name == "dataset_option":  # the flag's own spelling, --dataset-option
+            name = "dataset_options"
+        if name in spelled:
+            raise ValueError(f"{source}{_line_of(text, name, table, last=True)}: {spelled[name]!r} and {key!r} set "
+                             f"the same setting; keep one of them")
+        values[name], spelled[name] = value, key
     unknown = sorted(set(values) - known)
     if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} in {source}; known keys: {', '.join(sorted(known))}")
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown key {spelled[unknown[0]]!r} in {source}{_line_of(text, unknown[0], table)}{hint}; "
+                         f"known keys: {', '.join(sorted(known))}")
     return values
 
 
@@ -90,10 +194,21 @@ def _where_read(name: str) -> dict:
     return context
 
 
-def _line_of(text: str, name: str) -> str:
-    """Return ", line N" for the line that sets ``name`` (dashes or underscores, quoted or not), or ""."""
+def _line_of(text: str | None, name: str, table: str | None = None, *, last: bool = False) -> str:
+    """Return ", line N" for the line that sets ``name`` in ``table`` (``None``: the top level), or "".
+
+    Dashes or underscores, quoted or not. ``last`` finds the last such line (a key's second spelling).
+    """
+    if text is None:
+        return ""
     spelled = "[-_]".join(map(re.escape, name.split("_")))
+    found, current = [], None
     for number, line in enumerate(text.splitlines(), start=1):
-        if re.match(rf'\s*"?{spelled}"?\s*=', line):
-            return f", line {number}"
-    return ""
+        header = re.match(r"\s*\[\s*([\w-]+)", line)
+        if header:
+            current = header.group(1)
+        elif current == table and re.match(rf'\s*"?{spelled}"?\s*=', line):
+            found.append(number)
+    if not found:
+        return ""
+    return f", line {found[-1] if last else found[0]}"

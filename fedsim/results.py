@@ -3,7 +3,8 @@
 Layout of ``DIR``::
 
     .fedsim-run      the marker: this folder holds a fedsim run (or a comparison of runs)
-    config.json      every setting needed to rerun (RunConfig.to_dict)
+    config.json      every setting needed to rerun (RunConfig.to_dict), and under "environment" what ran it
+                     (`fedsim.provenance`), one entry per start or resume
     partition.json   the partition the run trained on
     metrics.csv      one row per round; an empty cell is a value not measured that round (a round
                      that ``eval_every`` does not evaluate); no non-finite number is ever written:
@@ -37,6 +38,7 @@ from partitions import Partition
 from partitions._io import read_text, write_atomic
 
 from .interrupts import STOP_SIGNALS
+from .provenance import ENVIRONMENT_KEY, environment
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -121,7 +123,23 @@ class RunFolder:
         if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
             raise ValueError(f"cannot write to {self.path}: {reason} ({parent})")
+        self._try_creating()
         return None
+
+    def _try_creating(self) -> None:
+        """Create the missing folder and remove it again, so that a folder no one can make is refused at once.
+
+        Permissions are not the whole story: ``/proc`` looks writable to root, yet refuses a new folder.
+        """
+        missing = [folder for folder in (self.path, *self.path.parents) if not folder.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise ValueError(f"cannot write to {self.path}: {error.strerror or error}") from None
+        finally:
+            for folder in missing:  # deepest first; only what this call made
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
     def _never_finished_a_round(self) -> bool:
         """Whether the folder holds a run of ours that stopped before writing any result (a crash in round 1)."""
@@ -152,8 +170,8 @@ class RunFolder:
             )
         if config is None:
             return None
-        # fields added since the run was saved take their defaults, as the run did
-        saved = {**type(config)().to_dict(), **saved}
+        # fields added since the run was saved take their defaults, as the run did; where it ran is no setting
+        saved = {**type(config)().to_dict(), **saved_settings(saved)}
         current = {**config.to_dict(), **(extra or {})}
         differing = sorted(key for key in set(saved) | set(current)
                            if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
@@ -164,9 +182,11 @@ class RunFolder:
         if (self.path / "partition.json").exists():
             Partition.load(self.path / "partition.json")  # a damaged one is named here, before any work
         checkpoint = self.load_checkpoint()
-        if checkpoint["progress"]["round"] > config.rounds:
-            raise ValueError(f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already "
-                             f"at round {checkpoint['progress']['round']}; give `rounds` >= that")
+        done = checkpoint["progress"]["round"]
+        if done > config.rounds:
+            raise ValueError(f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at "
+                             f"round {done}, and a run cannot be shortened; `rounds` must be >= {done} (leave it out "
+                             f"to keep the run's {saved['rounds']})")
         return checkpoint
 
     def start(self, config, partition: Partition, *, resume: bool, extra: dict | None = None) -> dict | None:
@@ -181,11 +201,11 @@ class RunFolder:
         ValueError
             Whatever `check` refuses, and a partition that differs from the folder's.
         """
-        config_path, partition_path = self.path / "config.json", self.path / "partition.json"
+        partition_path = self.path / "partition.json"
         current = {**config.to_dict(), **(extra or {})}
         if not resume:
             self.open(resume=False)
-            write_atomic(config_path, json.dumps(current, indent=2))
+            self.write_config(current)
             partition.save(partition_path)
             return None
         checkpoint = self.check(resume=True, config=config, extra=extra)
@@ -193,8 +213,20 @@ class RunFolder:
             raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
         if not partition_path.exists():
             partition.save(partition_path)
-        write_atomic(config_path, json.dumps(current, indent=2))
+        self.write_config(current, from_round=checkpoint["progress"]["round"])
         return checkpoint
+
+    def write_config(self, settings: dict, *, from_round: int | None = None) -> None:
+        """Write ``config.json``: ``settings``, and the environment of each start under ``"environment"``.
+
+        ``from_round`` is ``None`` for a fresh start (the record starts over), else the round a
+        resumed run continues from: its environment is added to those of the earlier starts, and
+        the settings (a new ``rounds``) replace the old, so the file says what the run now is.
+        """
+        path = self.path / "config.json"
+        earlier = read_json(path).get(ENVIRONMENT_KEY, []) if from_round is not None and path.exists() else []
+        record = [*(earlier if isinstance(earlier, list) else []), environment(from_round or 0)]
+        write_atomic(path, json.dumps({**settings, ENVIRONMENT_KEY: record}, indent=2))
 
     def write_rows(self, rows: list[dict], name: str = "metrics.csv") -> Path:
         """Write the per-round rows as CSV, with the standard columns first.
@@ -241,6 +273,17 @@ class RunFolder:
             reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
             raise ValueError(f"cannot resume from {path}: the checkpoint is damaged ({reason}); nothing of it can be "
                              "continued: start the run again with another `--out`") from None
+
+    def checkpoint_round(self) -> int:
+        """Return the round ``checkpoint.pt`` holds, 0 when there is none.
+
+        The file is memory-mapped, so that a large checkpoint (SCAFFOLD's control variates of
+        many clients) is not read just for its round number.
+        """
+        path = self.path / "checkpoint.pt"
+        if not path.exists():
+            return 0
+        return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["progress"]["round"])
 
     def save_model(self, state: list[torch.Tensor]) -> None:
         """Save the final global tensors to ``model.pt``."""
@@ -289,6 +332,11 @@ def read_json(path) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"{path} is damaged: it holds {type(data).__name__}, not a table of settings")
     return data
+
+
+def saved_settings(saved: dict) -> dict:
+    """Return the settings of a ``config.json``'s contents: all but the environment it records."""
+    return {key: value for key, value in saved.items() if key != ENVIRONMENT_KEY}
 
 
 def finite_or_null(value):

@@ -1,10 +1,12 @@
-"""Dataset files on disk: the one error for missing files, and atomic gunzipping."""
+"""Dataset files on disk: the one error for missing files, atomic gunzipping, and no leftovers of a failed load."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import os
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from partitions._io import atomic_open
@@ -97,3 +99,35 @@ def gunzip_missing(folder: Path, names: Iterable[str], sources: Iterable[Path] =
     for name in missing:
         with atomic_open(folder / name) as unpacked, gzip.open(source / f"{name}.gz", "rb") as packed:
             shutil.copyfileobj(packed, unpacked, length=1 << 20)
+
+
+@contextlib.contextmanager
+def removed_on_failure(root: Path) -> Iterator[None]:
+    """Remove what the block created under ``root`` (and ``root`` itself, if it made it) when the block fails.
+
+    A failed download leaves torchvision's empty ``<Name>/raw`` folders, and a mistyped root
+    would stay behind as a new folder; only what succeeded should remain. What was there
+    before is left as it was, so a root shared with other datasets or runs loses nothing.
+    """
+    made = [folder for folder in (root, *root.parents) if not folder.exists()]
+    before = set(_entries(root))
+    try:
+        yield
+    except BaseException:
+        for path in sorted(set(_entries(root)) - before, key=lambda entry: len(entry.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                else:
+                    path.unlink()
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def _entries(root: Path) -> Iterator[Path]:
+    """Yield every file and folder under ``root`` (nothing when it is missing)."""
+    for folder, subfolders, files in os.walk(root):
+        for name in (*subfolders, *files):
+            yield Path(folder) / name

@@ -11,6 +11,7 @@ from fedsim.registry import Registry
 from partitions._checks import check_integer
 
 from .dataset import Dataset
+from .files import removed_on_failure
 
 #: Environment variable naming the folder datasets live in (one sub-folder per dataset).
 DATA_ENV = "FEDSIM_DATA"
@@ -111,4 +112,8 @@ def load_dataset(name: str, *, root=None, download: bool = False, seed: int = 0,
         "download": download,
         "seed": seed,
     }
-    return factory(**{key: value for key, value in common.items() if key in parameters}, **options)
+    arguments = {key: value for key, value in common.items() if key in parameters}
+    if not download:
+        return factory(**arguments, **options)
+    with removed_on_failure(common["root"]):  # a failed download leaves no empty folders behind
+        return factory(**arguments, **options)

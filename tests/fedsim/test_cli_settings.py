@@ -2,6 +2,9 @@
 
 import dataclasses
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +34,8 @@ def error_line(result) -> str:
         (["--strategy", "allreduce", "--mu", "5"], "`--mu`=5.0 does nothing with `--strategy`='allreduce'"),
         (["--strategy", "allreduce", "--local-epochs", "2"], "`--local-epochs`=2 does nothing"),
         (["--dataset-option", "root=/tmp"], "`--dataset-option` may not set 'root': it is the setting `--data-root`"),
-        (["--dtype", "float64", "--amp"], "`--amp`=True computes in bfloat16/float16"),
+        (["--dtype", "float64", "--amp"], "`--amp` computes in bfloat16/float16"),
+        (["--strategy", "scaffold", "--no-fused"], "`--no-fused` does nothing with `--strategy`='scaffold'"),
         (["--alpha", "nan"], "`--alpha` must be a finite number > 0, got nan"),
     ],
 )
@@ -163,3 +167,35 @@ def test_compare_help_leaves_out_strategy_and_warnings_are_one_line(tmp_path):
     warning = [line for line in result.stderr.splitlines() if line]
     assert len(warning) == 1 and warning[0].startswith("fedsim partition: warning:") and "--classes-per-partition" in \
         warning[0], result.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where no folder can be made")
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_an_out_that_cannot_be_made_is_refused_before_any_output(tmp_path, command):
+    # /proc passes a permission check even for root, yet refuses a new folder: only trying tells
+    line = error_line(fedsim(command, *QUICK, "--dataset", "digits", "--out", "/proc/fedsim-out/r"))
+    assert "cannot write to /proc/fedsim-out/r" in line
+
+
+def test_a_bad_dataset_option_is_named_as_the_option(tmp_path):
+    line = error_line(fedsim("run", *QUICK, "--dataset", "multi-mnist", "--dataset-option", "base=nope",
+                             "--out", str(tmp_path / "r")))
+    assert "`--dataset-option` base='nope' of 'multi-mnist' names no dataset; known: cifar10" in line
+    assert "`--dataset`" not in line
+
+
+def test_a_failed_download_leaves_nothing_under_the_data_root(tmp_path):
+    import os
+
+    # every download goes through a proxy on a loopback port nothing listens on: it fails, network or not
+    proxy = {name: "http://127.0.0.1:9" for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")}
+    environment = {key: value for key, value in os.environ.items() if key.lower() != "no_proxy"}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "mine.txt").write_text("kept")
+    for root in (tmp_path / "typo" / "deeper", tmp_path / "data"):
+        result = subprocess.run([sys.executable, "-m", "fedsim", "run", *QUICK, "--dataset", "mnist", "--download",
+                                 "--data-root", str(root), "--out", str(tmp_path / "r")],
+                                capture_output=True, text=True, env={**environment, **proxy}, check=False)
+        assert "Downloading them failed" in error_line(result)
+    assert not (tmp_path / "typo").exists()  # the mistyped root is not left behind
+    assert sorted(path.name for path in (tmp_path / "data").iterdir()) == ["mine.txt"]  # nor an empty MNIST/raw

@@ -7,6 +7,7 @@ from fedsim.compare import compare
 from fedsim.config import RunConfig
 from fedsim.results import read_rows
 from fedsim.strategies import SETTINGS
+from partitions import Partition
 
 from .test_cli import fedsim
 
@@ -90,12 +91,12 @@ UNREAD = [
     (["--server-beta2", "0.5"], "allreduce", "`--server-beta2`=0.5"),
     (["--server-tau", "0.1"], "reweighted", "`--server-tau`=0.1"),
     (["--uneven", "cycle"], "fedavg", "`--uneven`='cycle'"),
-    (["--no-fused"], "moon", "`--fused`=False"),
+    (["--no-fused"], "moon", "`--no-fused`"),
     (["--dynamic-rule", "cosine"], "fedavg", "`--dynamic-rule`='cosine'"),
     (["--temperature", "0.5"], "allreduce", "`--temperature`=0.5"),
     (["--compression", "int8"], "fedavg", "`--compression`='int8'"),
     (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
-    (["--sync-bn"], "fedavg", "`--sync-bn`=True"),
+    (["--sync-bn"], "fedavg", "`--sync-bn`"),
 ]
 
 
@@ -144,7 +145,7 @@ def test_bad_compare_input_is_reported_before_any_output(tmp_path, args, message
 
 
 def test_compare_refuses_a_strategy_from_the_config_file(tmp_path):
-    (tmp_path / "run.toml").write_text('[run]\nstrategy = "reweighted"\n')
+    (tmp_path / "run.toml").write_text('strategy = "reweighted"\n')  # top-level keys reach every command
     result = fedsim("compare", "--config", str(tmp_path / "run.toml"), *QUICK, "--out", str(tmp_path / "c"))
     assert result.returncode == 2 and "`--strategies`" in result.stderr
 
@@ -172,10 +173,11 @@ def test_dataset_options_reach_the_loader(tmp_path):
     assert bad.returncode == 2 and "has no option `size`; its options: image_size" in bad.stderr
 
 
-def test_toml_keys_outside_the_run_table_and_bad_types_are_errors(tmp_path):
-    (tmp_path / "mixed.toml").write_text('lr = 0.2\n[run]\nstrategy = "allreduce"\n')
-    with pytest.raises(ValueError, match="key 'lr' outside its \\[run\\] table"):
-        RunConfig.from_toml(tmp_path / "mixed.toml")
+def test_toml_top_level_keys_apply_under_the_run_table_and_bad_types_are_errors(tmp_path):
+    (tmp_path / "mixed.toml").write_text('lr = 0.2\nmomentum = 0.5\n[run]\nstrategy = "allreduce"\nmomentum = 0.9\n'
+                                         '[compare]\nlr = 0.3\n')
+    config = RunConfig.from_toml(tmp_path / "mixed.toml")
+    assert (config.strategy, config.lr, config.momentum) == ("allreduce", 0.2, 0.9)
     (tmp_path / "amp.toml").write_text('amp = "false"\n')
     with pytest.raises(TypeError, match="`amp` must be true or false"):
         RunConfig.from_toml(tmp_path / "amp.toml")
@@ -184,3 +186,13 @@ def test_toml_keys_outside_the_run_table_and_bad_types_are_errors(tmp_path):
 def test_unreadable_config_path_is_one_line(tmp_path):
     result = fedsim("run", "--config", str(tmp_path), *QUICK, "--out", str(tmp_path / "r"))
     assert result.returncode == 2 and "is a folder, not a TOML file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_comparison_txt_names_the_data_model_and_partition(tmp_path):
+    result = fedsim("compare", "--strategies", "fedavg,allreduce", "--dataset", "digits", "--partition", "pathological",
+                    "--classes-per-partition", "3", *QUICK, "--out", str(tmp_path / "c"))
+    assert result.returncode == 0, result.stderr
+    title, blank, header, *_ = (tmp_path / "c" / "comparison.txt").read_text().splitlines()
+    partition = Partition.load(tmp_path / "c" / "partition.json")
+    assert title == f"digits, mlp, {partition.describe()}, K=4" and "3" in partition.describe()
+    assert blank == "" and header.split()[:3] == ["strategy", "final", "acc"]

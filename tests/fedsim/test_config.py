@@ -1,5 +1,6 @@
 """RunConfig: settings a strategy does not read are refused, switching strategies resets them, dtype, #C=k."""
 
+import dataclasses
 import inspect
 import json
 import subprocess
@@ -7,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 import partitions
 from fedsim import checks
@@ -60,9 +62,14 @@ def test_dynamic_settings_need_the_dynamic_rule(field):
     assert getattr(RunConfig(strategy="reweighted", weights="dynamic", **{field: value}), field) == value
 
 
-@pytest.mark.parametrize("strategy", ["allreduce", "reweighted", "fedavg"])
+@pytest.mark.parametrize("strategy", list_strategies())
 def test_settings_at_their_defaults_are_accepted_by_every_strategy(strategy):
-    RunConfig(strategy=strategy, fraction=1, mu=0, local_steps=None, uneven="join", fused=True, temperature=1.0)
+    defaults = {field.name: field.default for field in dataclasses.fields(RunConfig) if field.name in SETTINGS}
+    assert sorted(defaults) == sorted(SETTINGS)
+    assert RunConfig(strategy=strategy, **defaults) == RunConfig(strategy=strategy)
+    # a default spelled as another type of the same number (1 for 1.0) is the default too
+    spelled = RunConfig(strategy=strategy, fraction=1, mu=0, temperature=1)
+    assert spelled == RunConfig(strategy=strategy) and type(spelled.fraction) is float
 
 
 def test_the_weights_check_still_names_the_rule_and_the_strategy():
@@ -145,8 +152,6 @@ def test_comparison_configs_refuses(settings, strategies, match):
 
 
 def test_dtype_choices_and_torch_dtype():
-    import torch
-
     assert DTYPES == ("float32", "float64") and RunConfig().dtype == "float32"
     assert RunConfig(dtype="float64").torch_dtype is torch.float64
     assert RunConfig().torch_dtype is torch.float32
@@ -190,7 +195,9 @@ def test_numpy_scalars_are_valid_settings_and_model_sizes():
     assert (type(config.rounds), type(config.lr)) == (int, float)
     assert json.loads(json.dumps(config.to_dict()))["rounds"] == 2  # config.json takes it as it is
     model = create_model("mlp", num_classes=np.int64(10), in_channels=np.int64(1), image_size=np.int64(28))
-    assert model is not None
+    plain = create_model("mlp", num_classes=10, in_channels=1, image_size=28)
+    assert [p.shape for p in model.parameters()] == [p.shape for p in plain.parameters()]
+    assert model(torch.zeros(2, 1, 28, 28)).shape == (2, 10)
 
 
 def test_micro_batches_reach_the_clients_and_may_not_outnumber_the_samples():

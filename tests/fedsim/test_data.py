@@ -311,7 +311,7 @@ def test_unknown_dataset_lists_the_known_ones():
         ("digits", {"image_size": 0}, ValueError, "`image_size` must be >= 1, got 0"),
         ("emnist", {"split": "x"}, ValueError, "`split` must be one of .*, got 'x'"),
         ("multi-mnist", {"num_train": 0}, ValueError, "`num_train` must be >= 1, got 0"),
-        ("multi-mnist", {"base": "multi-mnist"}, ValueError, "`base` must be a single-label dataset"),
+        ("multi-mnist", {"base": "multi-mnist"}, ValueError, "`dataset_options` base must be a single-label dataset"),
         ("mnist-5k", {"image_size": 28}, TypeError, "'mnist-5k' has no option `image_size`; its options: none"),
         ("cifar10", {"granularity": "fine"}, TypeError, "no option `granularity`; its options: verify_checksums"),
         ("mnist-5k", {"seed": -1}, ValueError, "`seed` must be >= 0, got -1"),

@@ -23,7 +23,7 @@ from fedsim.processes import descendants
 from fedsim.results import read_rows
 
 from .ddp_cases import sync_batchnorm_inputs
-from .numerics import EXACT, relative_distance
+from .numerics import EXACT, assert_rows_close, relative_distance
 
 pytestmark = [pytest.mark.slow]
 
@@ -119,6 +119,7 @@ def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, ca
     assert relative_distance(distributed_finals[case], expected) < 1e-4
 
 
+@pytest.mark.numerics
 def test_compression_changes_the_result_that_both_engines_share(distributed_finals):
     """The compressed runs above agree across engines because both compress, not because nothing is."""
     for case in ("allreduce, fp16 compression", "reweighted dynamic, int8 compression"):
@@ -141,6 +142,7 @@ def hook_gradients(tmp_path_factory):
     return [torch.load(out / f"rank{rank}.pt") for rank in (0, 1)]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("rule, expected_weights", [("equal", [0.5, 0.5]), ("size", [0.25, 0.75])])
 def test_a_hook_gives_the_weighted_sum_of_the_local_gradients(hook_gradients, rule, expected_weights):
     local = [saved["local"] for saved in hook_gradients]
@@ -149,11 +151,13 @@ def test_a_hook_gives_the_weighted_sum_of_the_local_gradients(hook_gradients, ru
         torch.testing.assert_close(saved[rule], by_hand, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_the_equal_weight_hook_equals_ddp_without_a_hook(hook_gradients):
     for saved in hook_gradients:
         torch.testing.assert_close(saved["equal"], saved["none"], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_the_dynamic_hook_weighs_ranks_by_the_softmax_of_their_losses(hook_gradients):
     losses = np.array([saved["dynamic_loss"] for saved in hook_gradients])
     weights = np.exp((losses - losses.max()) / 0.5)
@@ -163,6 +167,7 @@ def test_the_dynamic_hook_weighs_ranks_by_the_softmax_of_their_losses(hook_gradi
     torch.testing.assert_close(hook_gradients[0]["dynamic"], by_hand, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.numerics
 def test_sync_batchnorm_on_two_ranks_is_batchnorm_of_their_batches_together(tmp_path):
     """PyTorch's check of SyncBatchNorm, on gloo: 4 and 7 images against BatchNorm of the 11."""
     result = torchrun([str(CASES), "sync_batchnorm", str(tmp_path)], timeout=120)
@@ -218,6 +223,7 @@ def one_node_resumed(tmp_path_factory):
     return folder, resumed.stdout
 
 
+@pytest.mark.numerics
 def test_fedsim_ddp_writes_the_folder_of_fedsim_run_and_resumes(one_node_resumed, tmp_path):
     ddp, output = one_node_resumed
     assert "reweighted" in output and "results in" in output
@@ -226,12 +232,10 @@ def test_fedsim_ddp_writes_the_folder_of_fedsim_run_and_resumes(one_node_resumed
     single = tmp_path / "run"
     assert sorted(p.name for p in ddp.iterdir()) == sorted(p.name for p in single.iterdir())
     torch.testing.assert_close(torch.load(ddp / "model.pt"), torch.load(single / "model.pt"), **EXACT)
-    for got, want in zip(read_rows(ddp / "metrics.csv"), read_rows(single / "metrics.csv"), strict=True):
-        assert got.keys() == want.keys() and got["strategy"] == want["strategy"]
-        numbers = [key for key in want if key not in ("strategy", "wall_s")]
-        assert [got[key] for key in numbers] == pytest.approx([want[key] for key in numbers], rel=1e-9)
+    assert_rows_close(read_rows(ddp / "metrics.csv"), read_rows(single / "metrics.csv"))
 
 
+@pytest.mark.numerics
 def test_two_launchers_on_loopback_make_the_folder_of_one(one_node_resumed, tmp_path):
     """The two-node command of the README, as two torchrun launchers of one process each on 127.0.0.1.
 
@@ -253,25 +257,29 @@ def test_two_launchers_on_loopback_make_the_folder_of_one(one_node_resumed, tmp_
             stop(launcher)
     assert [launcher.returncode for launcher in launchers] == [0, 0], outputs[0][1][-2000:] + outputs[1][1][-2000:]
     one = one_node_resumed[0]
-    torch.testing.assert_close(torch.load(tmp_path / "two" / "model.pt"), torch.load(one / "model.pt"), rtol=0, atol=0)
-    rows = [[{k: v for k, v in row.items() if k != "wall_s"} for row in read_rows(folder / "metrics.csv")]
-            for folder in (tmp_path / "two", one)]
-    assert rows[0] == rows[1]
+    # the ranks of the two starts may run other thread counts, so other summation orders
+    torch.testing.assert_close(torch.load(tmp_path / "two" / "model.pt"), torch.load(one / "model.pt"), **EXACT)
+    assert_rows_close(read_rows(tmp_path / "two" / "metrics.csv"), read_rows(one / "metrics.csv"))
 
 
 def test_a_killed_rank_stops_the_run_with_an_error_that_names_it(tmp_path):
-    """SIGKILL rank 1 mid-run: torchrun stops rank 0 and exits non-zero, naming rank 1, well within the timeout."""
+    """SIGKILL rank 1 mid-run: torchrun stops rank 0 and exits non-zero, naming rank 1, well within the timeout.
+
+    Rank 1 dies once round 1's checkpoint is written, with 49 rounds to go: the ranks are training.
+    The collectives' ``--timeout`` of 300 s is far above the bound, so the stop is torchrun's own.
+    """
+    out = tmp_path / "r"
     command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "cnn",
-               "--num-partitions", "2", "--rounds", "50", "--quiet", "--timeout", "60", "--out", str(tmp_path / "r")]
+               "--num-partitions", "2", "--rounds", "50", "--quiet", "--timeout", "300", "--out", str(out)]
     launcher = subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
     try:
         victim = wait_for_rank(launcher.pid, rank=1, timeout=120)
-        time.sleep(3)  # into the training steps
+        wait_for_file(out / "checkpoint.pt", launcher, timeout=120)
         started = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        _, stderr = launcher.communicate(timeout=90)
-        assert time.monotonic() - started < 60
+        _, stderr = launcher.communicate(timeout=200)
+        assert time.monotonic() - started < 150
     finally:
         stop(launcher)
     assert launcher.returncode != 0
@@ -288,9 +296,7 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(tmp_path):
     launcher = subprocess.Popen(command, env=rank_environment(2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True)
     try:
-        deadline = time.monotonic() + 120
-        while not (out / "checkpoint.pt").exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for_file(out / "checkpoint.pt", launcher, timeout=120)
         os.killpg(launcher.pid, signal.SIGINT)
         _, stderr = launcher.communicate(timeout=90)
     finally:
@@ -298,8 +304,19 @@ def test_ctrl_c_stops_every_rank_and_says_how_to_resume(tmp_path):
     assert launcher.returncode == 130, stderr[-3000:]
     assert f"continue with: fedsim ddp --nproc 2 {' '.join(command[6:])} --resume" in stderr, stderr[-3000:]
     assert torch.load(out / "checkpoint.pt", weights_only=False)["progress"]["round"] >= 1
-    time.sleep(1)
+    deadline = time.monotonic() + 30  # a rank's exit may be reaped just after the launcher's
+    while processes_mentioning(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not processes_mentioning(str(out)), "a rank outlived the launcher"
+
+
+def wait_for_file(path: Path, process, timeout: float) -> None:
+    """Wait until ``path`` exists while ``process`` runs; fail after ``timeout`` seconds or if it ended."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert process.poll() is None, f"the run ended (status {process.returncode}) before {path.name} was written"
+        assert time.monotonic() < deadline, f"no {path.name} within {timeout} s"
+        time.sleep(0.1)
 
 
 def processes_mentioning(text: str) -> list[int]:

@@ -5,11 +5,17 @@ import math
 import pytest
 import torch
 
+from fedsim.build import RunSetup
+from fedsim.client import client_update, get_state
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
+from fedsim.schedule import sample_clients
 from fedsim.server import ServerOptimizer
+from fedsim.training import LocalTraining
 
 from .numerics import EXACT
+
+pytestmark = pytest.mark.numerics  # fedsim's arithmetic against the rules' by hand
 
 BETA1, BETA2, TAU, LR = 0.9, 0.99, 1e-3, 0.1
 DELTAS = [0.5, -0.2]  # two rounds' mean delta of a one-element model
@@ -43,9 +49,29 @@ DIGITS = {"strategy": "fedavg", "dataset": "digits", "model": "mlp", "num_partit
           "batch_size": 20, "lr": 0.1, "dtype": "float64"}
 
 
-def test_server_sgd_with_lr_1_is_fedavg_and_adam_resumes_its_moments(tmp_path):
-    plain = run(RunConfig(**DIGITS)).global_state
-    assert all(torch.equal(a, b) for a, b in zip(run(RunConfig(**DIGITS, server_optimizer="sgd")).global_state, plain))
+@pytest.mark.parametrize("server_lr", [1.0, 0.3])
+def test_server_sgd_steps_by_its_lr_times_the_clients_weighted_mean_delta(server_lr):
+    """x + lr * sum_k p_k delta_k over the sampled clients, p_k = n_k / sum of theirs; lr 1 is FedAvg's mean."""
+    assert (RunConfig(**DIGITS).server_optimizer, RunConfig(**DIGITS).server_lr) == ("sgd", 1.0)  # plain FedAvg
+    # half of 4 clients a round ([1, 2], then [0, 2]): weights over all 4 would not sum to 1
+    config = RunConfig(**DIGITS, fraction=0.5, server_optimizer="sgd", server_lr=server_lr)
+    setup = RunSetup.build(config)
+    training = LocalTraining.from_config(config)
+    x = get_state(setup.model)
+    for round_index in range(config.rounds):
+        clients = sample_clients(config.num_partitions, config.fraction, config.seed, round_index)
+        assert len(clients) == 2
+        updates = [client_update(setup.model, x, setup.data, setup.partition.shard(k), task=setup.task,
+                                 training=training, seed=config.seed, round=round_index, client=k) for k in clients]
+        p = [update.num_examples / sum(u.num_examples for u in updates) for update in updates]
+        if server_lr == 1.0:  # FedAvg (McMahan et al. 2017): the size-weighted mean of the trained models
+            x = [sum(pk * (xi + update.delta[i]) for pk, update in zip(p, updates)) for i, xi in enumerate(x)]
+        else:
+            x = [xi + server_lr * sum(pk * update.delta[i] for pk, update in zip(p, updates)) for i, xi in enumerate(x)]
+    torch.testing.assert_close(run(config).global_state, x, **EXACT)
+
+
+def test_adam_resumes_its_moments(tmp_path):
     adam = RunConfig(**DIGITS, server_optimizer="adam", server_lr=0.01)
     run(adam.replace(rounds=1), tmp_path / "a")
     resumed = run(adam, tmp_path / "a", resume=True)

@@ -4,6 +4,7 @@ Each simulation starts Ray (about 20 s here), so one run covers sampling, server
 the results folder; the checks without Ray cover the records and the node checks.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,9 +24,9 @@ from fedsim.engines.flower.records import from_record, from_run_config, state_na
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.fedavg import FedAvgRounds
 from fedsim.models import create_model
-from fedsim.results import read_rows
+from fedsim.results import read_rows, saved_settings
 
-from .numerics import EXACT, relative_distance
+from .numerics import EXACT, assert_rows_close, relative_distance
 
 FLOWER_PROCESSES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp",
                     "flwr run")
@@ -62,6 +64,7 @@ def flags(settings: dict) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.numerics
 def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
@@ -70,12 +73,11 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
     flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")
     torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
-    flower_rows, expected_rows = (read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess"))
-    for row in (*flower_rows, *expected_rows):
-        row.pop("wall_s")
-    assert flower_rows == expected_rows
-    assert (json.loads((tmp_path / "flower" / "config.json").read_text())
-            == json.loads((tmp_path / "inprocess" / "config.json").read_text()))
+    # a Ray actor trains with one torch thread, this process with two: sums in other orders
+    assert_rows_close(*(read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess")))
+    # the same settings; the environment differs by the resume it records
+    assert (saved_settings(json.loads((tmp_path / "flower" / "config.json").read_text()))
+            == saved_settings(json.loads((tmp_path / "inprocess" / "config.json").read_text())))
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
         path.name for path in (tmp_path / "inprocess").iterdir())
     assert wait_until_gone(ray_processes) == []
@@ -85,15 +87,12 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
 GRADIENT = {"dataset": "digits", "num_partitions": 3, "partition": "dirichlet", "alpha": 0.5, "rounds": 2, "lr": 0.1}
 
 
-def rows_without(folder, columns) -> list[dict]:
-    rows = read_rows(folder / "metrics.csv")
-    for row in rows:
-        for column in columns:
-            row.pop(column)
-    return rows
+def rows_of(*folders) -> list[list[dict]]:
+    return [read_rows(folder / "metrics.csv") for folder in folders]
 
 
 @pytest.mark.slow
+@pytest.mark.numerics
 def test_reweighted_on_flower_resumed_equals_in_process_step_for_step(tmp_path):
     """Dynamic weights over a cnn whose BatchNorm statistics are each rank's own, a dozen steps a round, resumed."""
     from fedsim.engines.flower import simulate
@@ -105,15 +104,12 @@ def test_reweighted_on_flower_resumed_equals_in_process_step_for_step(tmp_path):
     expected = run(config, tmp_path / "inprocess")
     torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
     # the clients also send their BatchNorm statistics up, which a DDP rank keeps
-    columns = ("wall_s", "bytes_up", "bytes_communicated", "train_loss")
-    assert rows_without(tmp_path / "flower", columns) == rows_without(tmp_path / "inprocess", columns)
-    losses = [[row["train_loss"] for row in read_rows(tmp_path / name / "metrics.csv")]
-              for name in ("flower", "inprocess")]
-    assert losses[0] == pytest.approx(losses[1], rel=1e-12)
+    assert_rows_close(*rows_of(tmp_path / "flower", tmp_path / "inprocess"), skip=("bytes_up", "bytes_communicated"))
     assert wait_until_gone(ray_processes) == []
 
 
 @pytest.mark.slow
+@pytest.mark.numerics
 def test_compare_on_flower_runs_allreduce_as_fedsgd_equal_to_in_process_in_float32(tmp_path):
     """Full-shard batches, one step a round: FedSGD. float32 agrees in norm (DESIGN "Numerics")."""
     config = RunConfig(**{**GRADIENT, "strategy": "allreduce", "model": "mlp", "batch_size": 2000, "rounds": 3})
@@ -121,14 +117,16 @@ def test_compare_on_flower_runs_allreduce_as_fedsgd_equal_to_in_process_in_float
     expected = compare(config, ["allreduce"], tmp_path / "inprocess")["allreduce"]
     assert [row["samples_seen"] for row in flower.rows] == [1438, 2876, 4314]  # every sample once a round
     assert relative_distance(flower.global_state, expected.global_state) < 1e-4
-    columns = ("wall_s", "train_loss", "test_loss", "test_accuracy")
-    assert rows_without(tmp_path / "flower", columns) == rows_without(tmp_path / "inprocess", columns)
+    # float32 losses and accuracies after other summation orders are not compared; the counts are
+    assert_rows_close(*rows_of(tmp_path / "flower", tmp_path / "inprocess"),
+                      skip=("train_loss", "test_loss", "test_accuracy"))
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
         path.name for path in (tmp_path / "inprocess").iterdir())
     assert wait_until_gone(ray_processes) == []
 
 
 @pytest.mark.slow
+@pytest.mark.numerics
 def test_scaffold_and_moon_with_fedadam_on_flower_equal_in_process(tmp_path):
     """Half the clients a round for 3 rounds: some train twice, from the state they kept on their node.
 
@@ -142,8 +140,7 @@ def test_scaffold_and_moon_with_fedadam_on_flower_equal_in_process(tmp_path):
     expected = compare(config, strategies, tmp_path / "inprocess")
     for name in strategies:
         torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
-        assert rows_without(tmp_path / "flower" / name, ["wall_s"]) == \
-            rows_without(tmp_path / "inprocess" / name, ["wall_s"])
+        assert_rows_close(*rows_of(tmp_path / "flower" / name, tmp_path / "inprocess" / name))
     with pytest.raises(ValueError, match="`strategy`='scaffold' keeps each client's state on its Flower node"):
         compare(config, ["scaffold"], tmp_path / "flower", engine="flower", resume=True)
     assert wait_until_gone(ray_processes) == []
@@ -165,10 +162,13 @@ def without_client(lost: int, from_round: int):
 
 
 @pytest.mark.slow
+@pytest.mark.numerics
 def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch):
-    """A SuperLink and 2 authenticated SuperNodes over TLS; SuperNode 1 is SIGKILLed after round 1.
+    """A SuperLink and 2 authenticated SuperNodes over TLS; SuperNode 1 is SIGKILLed on receiving round 2's model.
 
-    Round 2 goes on with client 0 (the server waits `--timeout` seconds for the lost node's reply,
+    It dies holding the message, before the ClientApp process that would train on it has even
+    imported torch, so on a machine of any speed round 1 has both clients and round 2 loses
+    client 1. Round 2 goes on with client 0 (the server waits `--timeout` seconds for the lost node's reply,
     or skips it once the SuperLink has marked it offline), and the run ends with the parameters
     of in-process FedAvg whose round 2 samples client 0 alone.
     """
@@ -179,12 +179,8 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
                                  "--auth", *flags(DEPLOYED), "--timeout", "30", "--quiet", "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 180
-        while not ((out / "metrics.csv").exists() and len(read_rows(out / "metrics.csv")) >= 1):
-            assert time.monotonic() < deadline and launcher.poll() is None, launcher.communicate()
-            time.sleep(0.2)
-        [node] = [line for line in processes_named(["flower-supernode"]) if "partition-id=1 num-partitions=2" in line]
-        os.kill(int(node.split()[0]), signal.SIGKILL)
+        node = wait_for_train_messages(launcher, "partition-id=1 num-partitions=2", count=2, timeout=180)
+        os.kill(node, signal.SIGKILL)
         stdout, stderr = launcher.communicate(timeout=300)
     finally:
         if launcher.poll() is None:
@@ -198,11 +194,28 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     expected = run(RunConfig(**DEPLOYED), tmp_path / "inprocess")
     deployed = torch.load(out / "model.pt")["state"]
     torch.testing.assert_close(deployed, expected.global_state, **EXACT)
-    rows = [read_rows(folder / "metrics.csv") for folder in (out, tmp_path / "inprocess")]
-    for row in (*rows[0], *rows[1]):  # the lost node was sent the model in round 2
-        for column in ("wall_s", "bytes_down", "bytes_communicated"):
-            row.pop(column)
-    assert rows[0] == rows[1]
+    # the lost node was sent the model in round 2
+    assert_rows_close(*rows_of(out, tmp_path / "inprocess"), skip=("bytes_down", "bytes_communicated"))
+
+
+def wait_for_train_messages(launcher, node_config: str, count: int, timeout: float) -> int:
+    """Wait until the SuperNode of ``node_config`` has logged receiving ``count`` train messages; return its pid.
+
+    A SuperNode logs to its standard output, a file that ``/proc/PID/fd/1`` opens.
+    """
+    deadline, pid, log = time.monotonic() + timeout, None, ""
+    while time.monotonic() < deadline and launcher.poll() is None:
+        if pid is None:
+            nodes = [line for line in processes_named(["flower-supernode"]) if node_config in line]
+            pid = int(nodes[0].split()[0]) if nodes else None
+        else:
+            with contextlib.suppress(OSError):
+                log = Path(f"/proc/{pid}/fd/1").read_text()
+            if log.count("Receiving: train message") >= count:
+                return pid
+        time.sleep(0.02 if pid else 0.2)
+    raise AssertionError(f"no SuperNode with {node_config} received {count} train messages within {timeout} s "
+                         f"(launcher status {launcher.poll()}):\n{log[-3000:]}")
 
 
 def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_path):
@@ -333,6 +346,7 @@ class OnlineNodes:
         return self.nodes
 
 
+@pytest.mark.numerics
 def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server_identity, monkeypatch):
     """Flower returns an error reply for a handler that raised: the round goes on with the others."""
     from flwr.app import ConfigRecord, Error, Message, MetricRecord, RecordDict

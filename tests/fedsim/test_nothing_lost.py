@@ -9,12 +9,12 @@ import sys
 import time
 
 import pytest
-import torch
 
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.results import MARKER, deferred_interrupt, read_rows
 
+from .checkpoints import ENDLESS_ROUNDS, checkpoint_round, wait_for_checkpoint
 from .test_cli import fedsim
 
 QUICK = ["--strategy", "fedavg", "--model", "mlp", "--rounds", "1", "--batch-size", "20", "--num-partitions", "4",
@@ -95,7 +95,7 @@ def test_ctrl_c_inside_a_write_is_delivered_after_it():
 
 
 def _start(out, *extra):
-    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", "50", "--batch-size", "10",
+    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", str(ENDLESS_ROUNDS), "--batch-size", "10",
             "--num-partitions", "10", "--quiet", "--out", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen([sys.executable, "-m", "fedsim", *args], env=env, stdout=subprocess.PIPE,
@@ -108,23 +108,25 @@ def _start(out, *extra):
 @pytest.mark.parametrize("presses", [1, 2])
 def test_ctrl_c_prints_one_line_with_the_resume_command_and_exits_130(tmp_path, presses):
     out = tmp_path / "run"
-    process, args = _start(out)
+    process, args = _start(out)  # more rounds than run before the signal on any machine: it cannot end first
     checkpoint = out / "checkpoint.pt"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None and not checkpoint.exists():
-        time.sleep(0.05)
-    assert process.poll() is None, process.communicate()
-    for _ in range(presses):  # a second press, as an impatient user gives, changes nothing
-        process.send_signal(signal.SIGINT)
-        time.sleep(0.02)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        wait_for_checkpoint(process, checkpoint, 1)
+        for _ in range(presses):  # a second press, as an impatient user gives, changes nothing
+            process.send_signal(signal.SIGINT)
+            time.sleep(0.02)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
     assert process.returncode == 130
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     assert "interrupted after round" in lines[0] and "checkpoint.pt holds round" in lines[0]
     command = shlex.split(lines[0].split("continue with: ")[1])
     assert command[0] == "fedsim" and command[1:] == [*args, "--resume"]
-    held = torch.load(checkpoint, weights_only=True)["progress"]["round"]
+    held = checkpoint_round(checkpoint)
     assert f"holds round {held}" in lines[0]
     assert [row["round"] for row in read_rows(out / "metrics.csv")] == list(range(1, held + 1))
 

@@ -3,7 +3,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -15,6 +14,8 @@ from fedsim.schedule import model_bytes
 from fedsim.results import METRIC_COLUMNS, read_rows
 from fedsim.schedule import SampleGrid
 from partitions import Partition
+
+from .checkpoints import ENDLESS_ROUNDS, checkpoint_round, wait_for_checkpoint
 
 QUICK = {"model": "mlp", "rounds": 2, "batch_size": 20, "lr": 0.05, "num_partitions": 5, "fraction": 0.4}
 FEDAVG = RunConfig(strategy="fedavg", **QUICK)
@@ -31,7 +32,8 @@ def test_run_folder_contents(tmp_path, mnist5k):
     assert [row["round"] for row in rows] == [1, 2]
     assert rows == result.rows
     summary = json.loads((tmp_path / "summary.json").read_text())["fedavg"]
-    for key in ("final_test_accuracy", "final_test_loss", "best_test_accuracy", "bytes_communicated", "wall_s", "rounds"):
+    for key in ("final_test_accuracy", "final_test_loss", "best_test_accuracy", "bytes_communicated", "wall_s",
+                "rounds"):
         assert key in summary
     checkpoint = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert checkpoint["progress"]["round"] == 2
@@ -76,8 +78,8 @@ def test_resume_refuses_a_different_config_and_fresh_start_refuses_an_old_run(tm
         run(config, tmp_path, data=mnist5k)
 
 
-def _fedsim_run(out, *extra):
-    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", "6", "--batch-size", "10",
+def _fedsim_run(out, *extra, rounds):
+    args = ["run", "--strategy", "fedavg", "--model", "mlp", "--rounds", str(rounds), "--batch-size", "10",
             "--partition", "dirichlet", "--alpha", "0.3", "--num-partitions", "10", "--server-momentum", "0.5",
             "--quiet", "--out", str(out), *extra]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -87,23 +89,29 @@ def _fedsim_run(out, *extra):
 
 @pytest.mark.slow
 def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
-    straight = _fedsim_run(tmp_path / "straight")
-    killed = _fedsim_run(tmp_path / "killed")
+    # Given more rounds than any machine runs while the test watches, the run is alive when its checkpoint
+    # first holds round 2; the resume then sets the rounds that the straight run runs too.
     checkpoint = tmp_path / "killed" / "checkpoint.pt"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and killed.poll() is None:
-        if checkpoint.exists() and torch.load(checkpoint, weights_only=True)["progress"]["round"] >= 2:
-            break
-        time.sleep(0.05)
-    assert killed.poll() is None, f"the run ended before it could be killed: {killed.communicate()}"
-    os.kill(killed.pid, signal.SIGKILL)
-    killed.wait()
-    rounds_done = torch.load(checkpoint, weights_only=True)["progress"]["round"]
-    assert 2 <= rounds_done < 6
-    resumed = _fedsim_run(tmp_path / "killed", "--resume")
-    for process in (resumed, straight):
-        _, stderr = process.communicate(timeout=600)
-        assert process.returncode == 0, stderr
+    killed = _fedsim_run(tmp_path / "killed", rounds=ENDLESS_ROUNDS)
+    try:
+        wait_for_checkpoint(killed, checkpoint, 2)
+    finally:
+        killed.send_signal(signal.SIGKILL)  # no handler runs, nothing is flushed
+        killed.communicate()
+    assert killed.returncode == -signal.SIGKILL
+    rounds_done = checkpoint_round(checkpoint)  # a later round may have landed between the wait and the kill
+    rounds = max(6, rounds_done + 2)
+    processes = [_fedsim_run(tmp_path / "killed", "--resume", rounds=rounds),
+                 _fedsim_run(tmp_path / "straight", rounds=rounds)]
+    try:
+        for process in processes:
+            _, stderr = process.communicate(timeout=600)
+            assert process.returncode == 0, stderr
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
     final = [torch.load(tmp_path / name / "model.pt", weights_only=True)["state"] for name in ("killed", "straight")]
     assert all(torch.equal(a, b) for a, b in zip(*final))
-    assert [row["round"] for row in read_rows(tmp_path / "killed" / "metrics.csv")] == list(range(1, 7))
+    assert [row["round"] for row in read_rows(tmp_path / "killed" / "metrics.csv")] == list(range(1, rounds + 1))

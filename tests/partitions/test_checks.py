@@ -1,5 +1,7 @@
 """The argument checks every layer shares: NumPy scalars are numbers, booleans are not."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -33,17 +35,24 @@ def test_integer_check_refuses(value, error, match):
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: partitions.iid(np.arange(40) % 4, np.int64(4), seed=np.int64(1)),
-        lambda: partitions.pathological(np.arange(40) % 4, np.int64(4), np.int64(2), seed=0),
-        lambda: partitions.shards(np.arange(40) % 4, np.int64(4), np.int64(2), seed=0),
-        lambda: partitions.dirichlet(np.arange(40) % 4, np.int64(2), 1.0, min_partition_size=np.int64(1),
-                                     max_tries=np.int64(3), seed=0),
-        lambda: partitions.feature_noise_levels(np.int64(3), np.float32(0.5)),
+        lambda i, f: partitions.iid(np.arange(40) % 4, i(4), seed=i(1)),
+        lambda i, f: partitions.pathological(np.arange(40) % 4, i(4), i(2), seed=i(0)),
+        lambda i, f: partitions.shards(np.arange(40) % 4, i(4), i(2), seed=i(0)),
+        lambda i, f: partitions.dirichlet(np.arange(40) % 4, i(2), f(1.0), min_partition_size=i(1), max_tries=i(3),
+                                          seed=i(0)),
+        lambda i, f: partitions.feature_noise_levels(i(3), f(0.5)),
     ],
     ids=["iid", "pathological", "shards", "dirichlet", "feature_noise"],
 )
-def test_partitioners_take_numpy_scalars(call):
-    call()
+def test_partitioners_give_numpy_scalars_the_result_of_plain_numbers(call):
+    """``i`` and ``f`` make the integer and float arguments: Python's, or NumPy's scalars."""
+    plain, numpy = call(int, float), call(np.int64, np.float32)
+    if isinstance(plain, partitions.Partition):
+        assert numpy == plain
+        # what partition.json holds: the same parameters and seed, as plain numbers
+        assert json.dumps(numpy.to_dict()) == json.dumps(plain.to_dict())
+    else:
+        assert numpy.dtype == plain.dtype and numpy.tolist() == plain.tolist()
 
 
 @pytest.mark.parametrize(
