@@ -6,8 +6,10 @@ Run ``python benchmarks/flower_speed.py``. Two jobs, each run once per engine, o
 - X: the same over 1,000 clients of 4 samples, 100 sampled per round;
 
 through (a) ``fedsim run``, (b) ``fedsim flower simulate``, (c) ``fedsim flower deploy`` with one
-SuperNode per client (job J only), and (d) a plain Flower app as Flower's quickstart writes it
-(``flower_reference.py``). Each engine runs in a child process; its wall time, the peak of the
+SuperNode per client (job J only), and (d) a plain Flower app as Flower's quickstart writes and
+runs it (``quickstart_app/``, submitted with ``flwr run`` to a simulation SuperLink by
+``flower_reference.py``). (b) and (d) run on the same Flower runtime, one CPU per client. Each
+engine runs in a child process; its wall time, the peak of the
 summed memory (PSS, which counts shared pages once) of the child and every process below it, and
 the final test accuracy are printed, with the ratios to (d), and the mean wall time of a round
 after the first (training and evaluation; for (d) the time between its server evaluations).

@@ -24,7 +24,8 @@ import warnings
 from pathlib import Path
 
 from . import __version__
-from .cli_flags import PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, flag_message
+from .cli_flags import (PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, add_verbose_flag,
+                        flag_message)
 from .comparison_configs import check_same_strategies, comparison_configs
 from .config import RunConfig
 from .config_file import merge_settings, strategy_list
@@ -143,13 +144,15 @@ def command_compare(args) -> None:
     from .strategies import get_strategy
 
     check_engine(args.engine, configs, resume=args.resume)
+    if args.verbose and args.engine != "flower":
+        raise ValueError("`--verbose` shows Flower's and Ray's log: it applies with `--engine flower` only")
     check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, resume=args.resume)
     shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
     data, partition = prepare(shared)
     for config in configs.values():
         print(get_strategy(config.strategy).describe(config))
     results = compare(shared, names, args.out, resume=args.resume, quiet=args.quiet, configs=configs, data=data,
-                      partition=partition, engine=args.engine)
+                      partition=partition, engine=args.engine, verbose=args.verbose)
     print()
     print(comparison_table(results))
     print(f"\ntable: {args.out}/comparison.txt   curves: {args.out}/learning_curves.png   "
@@ -239,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess",
                          help="run the strategies in this process (default), or as a Flower app on Flower's "
                               "simulation engine, one virtual SuperNode per partition")
+    add_verbose_flag(compare)
 
     add_launch_commands(commands)
 

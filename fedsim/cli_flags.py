@@ -272,3 +272,9 @@ def add_training_command(commands, name: str, help_text: str, handler, hidden=()
     add_config_flags(parser, hidden=hidden)
     parser.set_defaults(handler=handler)
     return parser
+
+
+def add_verbose_flag(command) -> None:
+    """Add ``--verbose``: Flower's and Ray's log on the terminal rather than in the run folder's ``flower.log``."""
+    command.add_argument("--verbose", action="store_true", help="show Flower's and Ray's log here (default: kept "
+                         "in flower.log in the run folder, whose end an error quotes)")

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 from .cli import config_from_args, prepare, report
-from .cli_flags import OneLineParser, add_training_command
+from .cli_flags import OneLineParser, add_training_command, add_verbose_flag
 from .interrupts import STOP_SIGNALS, checkpoint_place, exit_status, stop_signal, stopped_by
 
 #: The longest ``--timeout``: a week, in seconds.
@@ -33,39 +32,11 @@ class LaunchInterrupted(Exception):
     """
 
     def __init__(self, out, signum: int = signal.SIGINT):
+        from .run_outcome import saved_round
+
         self.signum = int(signum)
         self.checkpoint_round = saved_round(out)
         super().__init__(f"{stopped_by(signum)}; {checkpoint_place(Path(out), self.checkpoint_round)}")
-
-
-def saved_round(out) -> int | None:
-    """Return the round ``out``'s checkpoint holds; ``None`` when there is none, or it cannot be read."""
-    from .results import RunFolder
-
-    try:
-        checkpoint = RunFolder(out).load_checkpoint()
-    except ValueError:  # damaged: nothing to continue from
-        return None
-    return None if checkpoint is None else int(checkpoint["progress"]["round"])
-
-
-def diverged_run(out, config):
-    """Return the `fedsim.interrupts.RunDiverged` that ``out``'s summary records, or ``None``.
-
-    A run in other processes (DDP ranks, a Flower ServerApp) records its divergence in its
-    summary; the launcher reads it back, to end with the run's line and exit status.
-    """
-    from .interrupts import RunDiverged
-    from .recorder import divergence_advice
-    from .results import read_json
-
-    path = Path(out) / "summary.json"
-    summary = read_json(path).get(config.strategy) if path.exists() else None
-    if not isinstance(summary, dict) or not summary.get("diverged"):
-        return None
-    return RunDiverged(summary["diverged_round"], summary.get("diverged_reason") or "not finite",
-                       where=summary.get("diverged_where") or "", checkpoint_round=saved_round(out),
-                       folder=Path(out), advice=divergence_advice(config))
 
 
 def command_ddp(args) -> None:
@@ -74,6 +45,7 @@ def command_ddp(args) -> None:
     from .engines.distributed import launch, run, under_torchrun
     from .engines.distributed.launch import check_world_size
     from .results import RunFolder
+    from .run_outcome import diverged_run
 
     check_timeout(args.timeout)
     if not under_torchrun():
@@ -127,7 +99,7 @@ def rank_arguments(argv: list[str]) -> list[str]:
 
 
 def command_flower_simulate(args) -> None:
-    """Run one strategy as a Flower app on Flower's simulation engine, one virtual SuperNode per partition."""
+    """Run one strategy as a Flower app on Flower's simulation runtime, one virtual SuperNode per partition."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.flower import check_flower_config, simulate
     from .results import RunFolder
@@ -138,7 +110,8 @@ def command_flower_simulate(args) -> None:
     RunFolder(args.out).check(resume=args.resume, config=config)
     prepare(config)
     print(get_strategy(config.strategy).describe(config), flush=True)
-    result = simulate(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
+    result = simulate(config, args.out, resume=args.resume, quiet=args.quiet, verbose=args.verbose,
+                      timeout_s=args.timeout)
     report(config, result, args.out)
 
 
@@ -147,9 +120,9 @@ def command_flower_deploy(args) -> None:
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
     from .engines.flower import check_flower_config
     from .engines.flower.certificates import Certificates
-    from .engines.flower.deploy import LocalFederation, check_authentication, check_port_free
-    from .engines.flower.records import to_run_config
-    from .results import RunFolder, read_rows
+    from .engines.flower.federation import LocalFederation, check_authentication, check_port_free
+    from .engines.flower.launch import run_app
+    from .results import RunFolder
     from .strategies import get_strategy
 
     check_flower_config(config, resume=args.resume)
@@ -166,23 +139,16 @@ def command_flower_deploy(args) -> None:
     RunFolder(out).check(resume=args.resume, config=config)
     prepare(config)
     print(get_strategy(config.strategy).describe(config), flush=True)
-    entries = {**to_run_config(config), "out": str(out), "resume": args.resume, "timeout": args.timeout}
-    try:
-        with LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates,
-                             authenticate=args.auth) as federation:
-            registered = " (keys registered)" if args.auth else ""
-            print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes{registered}; flwr run:",
-                  flush=True)
-            status = federation.run(entries, stream=subprocess.DEVNULL if args.quiet else None)
-    except KeyboardInterrupt as stop:
-        raise LaunchInterrupted(out, stop_signal(stop)) from None
-    if (diverged := diverged_run(out, config)) is not None:
-        raise diverged
-    finished = (out / "summary.json").exists() and len(read_rows(out / "metrics.csv")) == config.rounds
-    if status != 0 or not finished:
-        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); its log above says "
-                           "why; --resume continues from the last checkpoint")
-    print(f"\nresults in {out}/ (as `fedsim run` writes them)")
+
+    def started(federation):
+        registered = " (keys registered)" if args.auth else ""
+        print(f"SuperLink on 127.0.0.1:{federation.superlink_port}, {supernodes} SuperNodes{registered}", flush=True)
+
+    federation = LocalFederation(supernodes, superlink_port=args.superlink_port, certificates=certificates,
+                                 authenticate=args.auth)
+    result = run_app(federation, config, out, resume=args.resume, timeout_s=args.timeout, quiet=args.quiet,
+                     verbose=args.verbose, started=started)
+    report(config, result, out)
 
 
 def command_flower_certs(args) -> None:
@@ -236,6 +202,7 @@ def add_launch_commands(commands) -> None:
     for command in (simulate, deploy):
         command.add_argument("--timeout", type=float, default=600.0, help="seconds the server waits for the nodes, "
                              "and for a round's replies (default 600)")
+        add_verbose_flag(command)
     certs = flower_commands.add_parser("certs", help="write a certificate authority and a server certificate "
                                        "for --tls")
     certs.add_argument("folder", help="where to write ca.crt, server.pem and server.key")

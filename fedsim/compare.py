@@ -21,7 +21,7 @@ ENGINES = ("inprocess", "flower")
 
 
 def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True, configs: dict | None = None,
-            data=None, partition=None, engine: str = "inprocess") -> dict:
+            data=None, partition=None, engine: str = "inprocess", verbose: bool = False) -> dict:
     """Run each strategy in ``strategies`` under ``config`` and write the comparison to ``out``.
 
     Every strategy sees the same dataset, the same partition (made once from ``config``) and the
@@ -49,6 +49,9 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     engine : {"inprocess", "flower"}, default "inprocess"
         Run each strategy in this process, or as a Flower app on Flower's simulation engine
         (`fedsim.engines.flower.simulate`), one virtual SuperNode per partition.
+    verbose : bool, default False
+        Under ``engine="flower"``, show Flower's and Ray's log rather than keep it in each
+        strategy folder's ``flower.log``.
 
     Writes ``out/<strategy>/`` (a full run folder each), ``out/metrics.csv`` (all rows),
     ``out/summary.json`` (keyed by strategy), ``out/comparison.txt`` and ``out/learning_curves.png``.
@@ -64,7 +67,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """
     strategies = check_strategy_names(strategies)
     configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
-    run_strategy = engine_runner(engine, configs, resume=resume)
+    run_strategy = engine_runner(engine, configs, resume=resume, verbose=verbose)
     folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
@@ -112,15 +115,19 @@ def check_engine(engine: str, configs: dict, *, resume: bool = False) -> None:
             check_flower_config(run_config, resume=resume)
 
 
-def engine_runner(engine: str, configs: dict, *, resume: bool = False):
-    """Return the function that runs one strategy on ``engine`` (`fedsim.engines.inprocess.run`'s signature)."""
+def engine_runner(engine: str, configs: dict, *, resume: bool = False, verbose: bool = False):
+    """Return the function that runs one strategy on ``engine`` (`fedsim.engines.inprocess.run`'s signature).
+
+    ``verbose`` shows Flower's log of each run (``engine="flower"``).
+    """
     check_engine(engine, configs, resume=resume)
     if engine == "inprocess":
         return run
     from .engines.flower import simulate
 
     def run_on_flower(run_config, out, *, resume, quiet, data, partition, grid):
-        return simulate(run_config, out, resume=resume, quiet=quiet, grid=grid)  # it makes its own data and partition
+        # it makes its own data and partition
+        return simulate(run_config, out, resume=resume, quiet=quiet, verbose=verbose, grid=grid)
 
     return run_on_flower
 

@@ -42,11 +42,6 @@ def stopped_by(signum: int) -> str:
     return "interrupted" if signum == signal.SIGINT else f"terminated ({signal.Signals(signum).name})"
 
 
-def as_interrupt(signum: int) -> KeyboardInterrupt:
-    """Return the exception signal ``signum`` raises: Ctrl-C's `KeyboardInterrupt`, or `Terminated`."""
-    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
-
-
 def raise_terminated(signum, frame) -> None:
     """The SIGTERM handler of `stop_on_sigterm`."""
     raise Terminated(signum)
@@ -62,31 +57,6 @@ def ignore_stop_signals() -> None:
     """Ignore SIGINT and SIGTERM: a second one must not break off the cleanup of the first."""
     for number in STOP_SIGNALS:
         signal.signal(number, signal.SIG_IGN)
-
-
-class StopRequest:
-    """A signal's request that a run whose rounds run in another thread stop before its next round.
-
-    Python delivers signals to the main thread only; where the rounds run elsewhere (Flower's
-    server thread), the main thread's handler sets this and the round loop raises `interruption`.
-    """
-
-    def __init__(self):
-        self._event = threading.Event()
-        self.signum = int(signal.SIGINT)
-
-    def set(self, signum: int) -> None:
-        """Ask for the stop, by signal ``signum``."""
-        self.signum = int(signum)
-        self._event.set()
-
-    def is_set(self) -> bool:
-        """Whether a stop was asked for."""
-        return self._event.is_set()
-
-    def interruption(self) -> KeyboardInterrupt:
-        """Return the exception the asking signal would have raised in the main thread."""
-        return as_interrupt(self.signum)
 
 
 class RunInterrupted(Exception):

@@ -96,3 +96,11 @@ def test_flower_speed_refuses_bad_input_before_running_anything(args, phrase):
     result = subprocess.run([sys.executable, str(BENCHMARKS / "flower_speed.py"), *args], capture_output=True,
                             text=True, check=False, timeout=60)
     assert result.returncode == 2 and phrase in result.stderr and not result.stdout
+
+
+@pytest.mark.slow
+def test_the_plain_flower_reference_app_runs_under_flwr_run_and_reports_its_rounds():
+    """flower_speed.py's (d): the quickstart-style app, submitted with ``flwr run`` to a simulation SuperLink."""
+    printed = json.loads(script("flower_reference.py", "2", "1", "2").strip().splitlines()[-1])
+    assert 0.1 < printed["accuracy"] <= 1.0 and printed["wall_s"] > 0
+    assert len(printed["round_s"]) == 2 and all(seconds > 0 for seconds in printed["round_s"])

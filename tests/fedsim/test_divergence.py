@@ -160,7 +160,7 @@ def test_ddp_ranks_stop_together_and_the_launcher_names_the_round(tmp_path):
 
 @pytest.mark.slow
 def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path):
-    """The server records in Flower's thread; its RunDiverged reaches the command as in-process."""
+    """The server records in Flower's process; the command reads the divergence back from the summary."""
     import os
 
     out = tmp_path / "run"

@@ -20,16 +20,19 @@ import torch
 from fedsim.compare import compare
 from fedsim.config import RunConfig
 from fedsim.engines.flower.client_app import ClientWorker
-from fedsim.engines.flower.records import from_record, from_run_config, state_names, to_record, to_run_config
+from fedsim.engines.flower.launch import FLOWER_LOG
+from fedsim.engines.flower.records import (from_record, from_run_config, grid_entry, grid_from_entry, state_names,
+                                          to_record, to_run_config)
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.fedavg import FedAvgRounds
 from fedsim.models import create_model
 from fedsim.results import read_rows, saved_settings
+from fedsim.schedule import SampleGrid
 
 from .numerics import EXACT, assert_rows_close, relative_distance
 
 FLOWER_PROCESSES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-serverapp", "flwr-clientapp",
-                    "flwr run")
+                    "flwr-simulation", "flwr run")
 # 4 clients of the 8x8 digits, half sampled per round by fedsim's seeded sampler, FedAvgM on the server
 FEDAVG = {"strategy": "fedavg", "dataset": "digits", "model": "mlp", "num_partitions": 4, "fraction": 0.5,
           "rounds": 2, "batch_size": 10, "lr": 0.1, "local_steps": 5, "server_momentum": 0.5, "dtype": "float64"}
@@ -78,8 +81,10 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
     # the same settings; the environment differs by the resume it records
     assert (saved_settings(json.loads((tmp_path / "flower" / "config.json").read_text()))
             == saved_settings(json.loads((tmp_path / "inprocess" / "config.json").read_text())))
+    # the same files, and Flower's log of both runs (the first and the resumed) beside them
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
-        path.name for path in (tmp_path / "inprocess").iterdir())
+        [FLOWER_LOG, *(path.name for path in (tmp_path / "inprocess").iterdir())])
+    assert (tmp_path / "flower" / FLOWER_LOG).read_text().count("Starting Flower Simulation") == 2
     assert wait_until_gone(ray_processes) == []
 
 
@@ -120,9 +125,36 @@ def test_compare_on_flower_runs_allreduce_as_fedsgd_equal_to_in_process_in_float
     # float32 losses and accuracies after other summation orders are not compared; the counts are
     assert_rows_close(*rows_of(tmp_path / "flower", tmp_path / "inprocess"),
                       skip=("train_loss", "test_loss", "test_accuracy"))
+    assert sorted(path.name for path in (tmp_path / "flower" / "allreduce").iterdir()) == sorted(
+        [FLOWER_LOG, *(path.name for path in (tmp_path / "inprocess" / "allreduce").iterdir())])
     assert sorted(path.name for path in (tmp_path / "flower").iterdir()) == sorted(
         path.name for path in (tmp_path / "inprocess").iterdir())
     assert wait_until_gone(ray_processes) == []
+
+
+#: What Flower's and Ray's log holds, and a quiet run keeps off the terminal (in each run's flower.log)
+FLOWER_LOG_WORDS = ("INFO", "WARNING", "Starting Flower Simulation", "fraction_evaluate", "deprecated", "Ray")
+
+
+@pytest.mark.slow
+def test_on_flower_the_terminal_shows_fedsims_progress_and_flowers_log_stays_in_each_run_folder(tmp_path):
+    ray_sessions = set(Path("/tmp/ray").glob("session_*"))
+    small = ["--dataset", "digits", "--model", "mlp", "--num-partitions", "2", "--rounds", "1", "--batch-size", "50"]
+    quiet = fedsim("compare", "--engine", "flower", "--strategies", "fedavg,allreduce", *small,
+                   "--out", str(tmp_path / "quiet"))
+    assert quiet.returncode == 0, quiet.stderr[-3000:]
+    assert not [word for word in FLOWER_LOG_WORDS if word in quiet.stdout + quiet.stderr], quiet.stdout + quiet.stderr
+    assert "fedavg: 100%" in quiet.stderr and "allreduce: 100%" in quiet.stderr  # fedsim's progress, one bar each
+    assert "final acc" in quiet.stdout
+    for name in ("fedavg", "allreduce"):
+        assert "Starting Flower Simulation" in (tmp_path / "quiet" / name / FLOWER_LOG).read_text()
+    verbose = fedsim("flower", "simulate", *small, "--verbose", "--quiet", "--out", str(tmp_path / "verbose"))
+    assert verbose.returncode == 0, verbose.stderr[-3000:]
+    assert "Starting Flower Simulation" in verbose.stdout
+    assert not (tmp_path / "verbose" / FLOWER_LOG).exists()
+    # Ray's sessions were in each federation's own short temporary folder, not Ray's default
+    assert set(Path("/tmp/ray").glob("session_*")) == ray_sessions
+    assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
 
 
 @pytest.mark.slow
@@ -242,7 +274,7 @@ def test_bad_deploy_input_is_one_error_naming_the_flag_and_starts_nothing(tmp_pa
 @pytest.mark.slow
 def test_with_authentication_a_supernode_whose_key_is_not_registered_is_turned_away(tmp_path):
     from fedsim.engines.flower.certificates import write_certificates, write_node_key
-    from fedsim.engines.flower.deploy import LocalFederation
+    from fedsim.engines.flower.federation import LocalFederation
 
     with LocalFederation(1, certificates=write_certificates(tmp_path / "certs"), authenticate=True) as federation:
         stranger = federation.start_supernode("stranger", 0, write_node_key(tmp_path, "stranger"))
@@ -287,9 +319,17 @@ def test_the_run_config_travels_as_flower_run_config_entries():
     entries = to_run_config(config)
     assert entries["server-momentum"] == 0.5 and entries["dataset-options"] == '{"image_size": 8}'
     assert all(isinstance(value, (int, float, str, bool)) for value in entries.values())
-    assert from_run_config(entries) == (config, {"out": "", "resume": False, "timeout": 600.0})
+    assert from_run_config(entries) == (config, {"out": "", "resume": False, "timeout": 600.0, "grid": ""})
     with pytest.raises(ValueError, match="unknown key 'rounds_total' in the Flower run config"):
         from_run_config({**entries, "rounds-total": 3})
+
+
+def test_a_comparisons_samples_grid_travels_as_json_and_the_runs_own_as_empty():
+    config = RunConfig(**FEDAVG)
+    assert grid_entry(config, SampleGrid.from_config(config)) == grid_entry(config, None) == ""
+    assert grid_from_entry("") is None
+    other = SampleGrid(fraction=0.25, local_epochs=2, local_steps=None, batch_size=20, seed=3)
+    assert grid_from_entry(grid_entry(config, other)) == other
 
 
 @pytest.mark.parametrize("node_config, message", [

@@ -168,8 +168,8 @@ def test_sigterm_to_the_ddp_launcher_stops_every_rank_and_says_how_to_resume(tmp
 
 
 @pytest.mark.slow
-def test_sigterm_stops_a_flower_simulation_before_its_next_round_and_says_how_to_resume(tmp_path):
-    """The server runs in Flower's thread: SIGTERM asks it to stop before its next round, as Ctrl-C does."""
+def test_sigterm_stops_a_flower_simulation_and_every_process_and_says_how_to_resume(tmp_path):
+    """The SuperLink, the simulation runtime and its Ray processes stop; the checkpoint says where to go on."""
     out = tmp_path / "run"
     args = ["flower", "simulate", "--strategy", "fedavg", "--model", "mlp", "--num-partitions", "2", "--rounds", "100",
             "--batch-size", "50", "--quiet", "--out", str(out)]

@@ -15,13 +15,15 @@ import torch
 from flwr.app import ArrayRecord
 
 from ...config import RunConfig
+from ...schedule import SampleGrid
 
 #: Fields that are not scalars travel as JSON text (Flower's run config holds scalars only).
 _JSON_FIELDS = ("dataset_options",)
 
 #: The app's own run-config entries beside the run's fields: the results folder ("" for none),
-#: whether to resume it, and the seconds to wait for the nodes and for each round.
-APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0}
+#: whether to resume it, the seconds to wait for the nodes and for each round, and the samples
+#: grid of a comparison (JSON of a `fedsim.schedule.SampleGrid`; "" for the run's own).
+APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0, "grid": ""}
 
 
 def state_names(model: torch.nn.Module) -> list[str]:
@@ -97,3 +99,15 @@ def from_run_config(entries) -> tuple[RunConfig, dict]:
         if isinstance(settings.get(name), str):
             settings[name] = json.loads(settings[name] or "{}")
     return RunConfig.from_mapping(settings, source="the Flower run config"), app
+
+
+def grid_entry(config: RunConfig, grid: SampleGrid | None) -> str:
+    """Return ``grid`` as the app's ``grid`` entry: JSON, or "" for the config's own grid."""
+    if grid is None or grid == SampleGrid.from_config(config):
+        return ""
+    return json.dumps(dataclasses.asdict(grid))
+
+
+def grid_from_entry(entry: str) -> SampleGrid | None:
+    """Return the `SampleGrid` that a `grid_entry` describes (``None``: the config's own)."""
+    return SampleGrid(**json.loads(entry)) if entry else None

@@ -7,9 +7,7 @@ recorder, checkpoints and resume included.
 
 from __future__ import annotations
 
-import signal
 import time
-from pathlib import Path
 
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
@@ -17,14 +15,13 @@ from flwr.serverapp import Grid, ServerApp
 from ...build import RunSetup
 from ...client import evaluate
 from ...config import RunConfig
-from ...interrupts import RunInterrupted, StopRequest
 from ...recorder import Recorder
 from ...results import RunFolder
 from ...strategies import STATEFUL_CLIENTS, get_strategy
 from ..inprocess.fedavg import FedAvgRounds
-from ..inprocess.loop import RunResult, build_rounds, evaluated_state, restore
+from ..inprocess.loop import build_rounds, evaluated_state, restore
 from .client_app import config_json
-from .records import from_run_config, state_names, to_record
+from .records import from_run_config, grid_from_entry, state_names, to_record
 from .gradient_steps import GradientSteps
 from .strategy import SeededFedAvg
 
@@ -33,75 +30,41 @@ DEFAULT_TIMEOUT_S = 600.0
 
 
 class FederatedServer:
-    """The server side of one run; `app` is its ``ServerApp``, `result` what it ended with.
+    """The server side of a run submitted with ``flwr run``; `app` is its ``ServerApp``.
 
-    Parameters
-    ----------
-    config : fedsim.config.RunConfig, optional
-        The run; read from Flower's run config when omitted (as under ``flwr run``).
-    out : str or Path, optional
-        Results folder.
-    resume : bool, default False
-        Continue from ``out``'s checkpoint.
-    quiet : bool, default True
-        No progress bar.
-    timeout_s : float, default 600
-        Seconds to wait for the nodes to connect, and for a round's replies.
-    grid : fedsim.schedule.SampleGrid, optional
-        The samples each round is worth (the config's own by default).
+    The run's settings and the app's own options (`fedsim.engines.flower.records.APP_ENTRIES`:
+    the results folder, resume, the timeout, the samples grid) come from Flower's run config.
     """
 
-    def __init__(self, config: RunConfig | None = None, out=None, *, resume: bool = False, quiet: bool = True,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, grid=None):
-        self.config, self.out, self.resume, self.quiet, self.timeout_s = config, out, resume, quiet, timeout_s
-        self.grid = grid
-        self.result: RunResult | None = None
-        self.recorder: Recorder | None = None
-        # set by Ctrl-C or SIGTERM where the server runs in a thread (the simulation): it stops before the next round
-        self.stop_requested = StopRequest()
+    def __init__(self):
         self.app = ServerApp()
         self.app.main()(self.main)
 
     def main(self, grid: Grid, context: Context) -> None:
-        """Run the rounds still to run and write the summary."""
-        config = self.config
-        if config is None:  # under `flwr run`: the run and the app's options come from the run config
-            config, options = from_run_config(context.run_config)
-            self.out, self.resume, self.timeout_s = options["out"] or None, options["resume"], options["timeout"]
-        check_flower_config(config, resume=self.resume)
-        if self.out is not None:
-            RunFolder(self.out).check(resume=self.resume)
+        """Run the rounds still to run and write the results folder with the summary."""
+        config, options = from_run_config(context.run_config)
+        out, resume, timeout_s = options["out"] or None, options["resume"], options["timeout"]
+        check_flower_config(config, resume=resume)
+        if out is not None:
+            RunFolder(out).check(resume=resume)
         setup = RunSetup.build(config)
         rounds = build_rounds(config, setup)
         if isinstance(rounds, FedAvgRounds):
             rounds.algorithm.holds_client_states = False  # each node keeps its client's
-        nodes = find_partitions(grid, config, self.timeout_s)
-        recorder = Recorder(config, setup.partition, self.out, multilabel=setup.task.multilabel, resume=self.resume,
-                            quiet=self.quiet, grid=self.grid)
-        self.recorder = recorder
+        nodes = find_partitions(grid, config, timeout_s)
+        recorder = Recorder(config, setup.partition, out, multilabel=setup.task.multilabel, resume=resume,
+                            quiet=True, grid=grid_from_entry(options["grid"]))
         restore(rounds, recorder.start())
         names = state_names(setup.model)
         strategy_class = SeededFedAvg if isinstance(rounds, FedAvgRounds) else GradientSteps
         strategy = strategy_class(rounds, names, nodes, recorder,
-                                  lambda: evaluate(setup.model, evaluated_state(rounds), setup.data, task=setup.task),
-                                  stop_requested=self.stop_requested)
-        with recorder.interruptible():
-            strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
-                           timeout=self.timeout_s, evaluate_fn=strategy.evaluate_fn)
+                                  lambda: evaluate(setup.model, evaluated_state(rounds), setup.data, task=setup.task))
+        strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
+                       timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
         # or a client that raised; the round went on with the others
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
-        summary = recorder.finish(rounds.global_state, extra={"lost_clients": lost})
-        self.result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
-
-
-def interruption(server: FederatedServer, config: RunConfig, signum: int = signal.SIGINT) -> RunInterrupted:
-    """Return what signal ``signum`` stopped: the rounds ``server`` recorded and the checkpoint that holds them."""
-    recorder = server.recorder
-    if recorder is None:
-        return RunInterrupted(0, config.rounds, None, None if server.out is None else Path(server.out), signum)
-    folder = recorder.folder.path if recorder.folder is not None else None
-    return RunInterrupted(recorder.progress.round, config.rounds, recorder.checkpoint_round, folder, signum)
+        recorder.finish(rounds.global_state, extra={"lost_clients": lost})
 
 
 def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:

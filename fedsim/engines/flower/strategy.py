@@ -47,16 +47,13 @@ class FedsimStrategy(FedAvg):
         Started; the run goes on from its ``progress.round``.
     evaluate : callable
         Returns the global model's test metrics.
-    stop_requested : fedsim.interrupts.StopRequest, optional
-        When set, the next fedsim round does not start: the run stops as after Ctrl-C or SIGTERM
-        (`RunInterrupted`).
     """
 
-    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate, stop_requested=None):
+    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate):
         super().__init__(fraction_train=rounds.config.fraction, fraction_evaluate=0.0, min_available_nodes=0,
                          min_train_nodes=0)
         self.rounds, self.names, self.nodes = rounds, names, nodes
-        self.recorder, self.evaluate, self.stop_requested = recorder, evaluate, stop_requested
+        self.recorder, self.evaluate = recorder, evaluate
         self.lost: dict[int, list[int]] = {}  # fedsim round -> the partitions whose client did not reply
         self._sent: list[int] = []  # the clients sent this Flower round's message (their node was online)
         self._stats = RoundStats()
@@ -72,9 +69,7 @@ class FedsimStrategy(FedAvg):
         raise NotImplementedError
 
     def begin_round(self, round_index: int) -> None:
-        """Start fedsim round ``round_index``: stop here if asked to, put its samples on the grid, reset the counts."""
-        if self.stop_requested is not None and self.stop_requested.is_set():
-            raise self.stop_requested.interruption()  # the recorder turns it into RunInterrupted, naming what is saved
+        """Start fedsim round ``round_index``: put its samples on the grid, reset the counts."""
         self._started = time.perf_counter()
         self.recorder.schedule_round(round_index)
         self._stats = RoundStats()
@@ -120,8 +115,8 @@ class SeededFedAvg(FedsimStrategy):
     `fedsim.engines.inprocess.fedavg.FedAvgRounds`.
     """
 
-    def __init__(self, rounds, names, nodes, recorder, evaluate, stop_requested=None):
-        super().__init__(rounds, names, nodes, recorder, evaluate, stop_requested)
+    def __init__(self, rounds, names, nodes, recorder, evaluate):
+        super().__init__(rounds, names, nodes, recorder, evaluate)
         self.first_round = recorder.progress.round
         self._sampled: list[int] = []
 

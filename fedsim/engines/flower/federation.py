@@ -1,9 +1,13 @@
-"""``fedsim flower deploy``: a real SuperLink and SuperNodes on 127.0.0.1, the app run on them with ``flwr run``.
+"""A SuperLink on 127.0.0.1 and fedsim's app run on it with ``flwr run``: ``fedsim flower deploy`` and ``simulate``.
 
-`LocalFederation` starts ``flower-superlink`` and one ``flower-supernode`` per partition (its
-``--node-config`` names the partition), each bound to the loopback interface, with Flower's
-home in a new short temporary folder (its ``config.toml`` names this SuperLink). `run` submits
-fedsim's app folder with ``flwr run --stream`` and the run's settings as a run-config file.
+`LocalFederation` starts ``flower-superlink`` bound to the loopback interface, with Flower's
+home in a new short temporary folder (its ``config.toml`` names this SuperLink). For ``deploy``
+it then starts one ``flower-supernode`` per partition (its ``--node-config`` names the
+partition). For ``simulate`` the SuperLink runs Flower's simulation runtime instead, the one
+``flwr run`` starts for a local federation (``flower-superlink --simulation``): each run's
+virtual SuperNodes are Ray actors of a ``flwr-simulation`` process, as many as the run's
+federation config says. `run` submits fedsim's app folder with ``flwr run --stream``, the run's
+settings as a run-config file.
 With ``authenticate`` the SuperLink admits only SuperNodes whose keys it has registered: each
 SuperNode gets a new key in that temporary folder, registered with ``flwr supernode register``
 before the node starts. Every process it started, and every process those started, is stopped
@@ -26,7 +30,7 @@ from pathlib import Path
 from ...interrupts import raise_terminated
 from ...processes import stop_all
 from ..distributed.launch import LOOPBACK, free_port
-from .app_files import APP_FOLDER, toml_entries
+from .app_files import APP_FOLDER, toml_entries, toml_value
 from .certificates import Certificates, NodeKey, write_node_key
 
 #: Seconds the SuperLink has to start listening.
@@ -35,6 +39,8 @@ START_TIMEOUT_S = 60.0
 CONNECTION = "fedsim"
 #: Seconds ``flwr supernode register`` has to answer.
 REGISTER_TIMEOUT_S = 60.0
+#: Seconds between two calls of `LocalFederation.run`'s ``watch``.
+WATCH_INTERVAL_S = 0.5
 
 
 class LocalFederation:
@@ -53,15 +59,23 @@ class LocalFederation:
     authenticate : bool, default False
         SuperNode authentication (``--enable-supernode-auth``): only SuperNodes with a
         registered key may join. Needs ``certificates``: Flower authenticates over TLS only.
+    simulation : bool, default False
+        Run Flower's simulation runtime: no SuperNode processes; `run` asks for
+        ``num_supernodes`` virtual ones, each a Ray actor with one CPU and one torch thread.
+    num_cpus : int, optional
+        Under ``simulation``, the CPUs Ray may use, so the actors that run at once (default: all).
 
-    Each process's output goes to a file in the federation's temporary folder, whose last
+    Ray's temporary folder is in the federation's home, whose short path keeps Ray's socket
+    paths within their 107 bytes. Each process's output goes to a file in the federation's temporary folder, whose last
     lines an error quotes.
     """
 
     def __init__(self, num_supernodes: int, *, superlink_port: int | None = None,
-                 certificates: Certificates | None = None, authenticate: bool = False):
+                 certificates: Certificates | None = None, authenticate: bool = False, simulation: bool = False,
+                 num_cpus: int | None = None):
         check_authentication(authenticate, certificates is not None)
         self.num_supernodes = num_supernodes
+        self.simulation, self.num_cpus = simulation, num_cpus
         self.certificates = certificates
         self.authenticate = authenticate
         self.superlink_port = superlink_port
@@ -92,15 +106,21 @@ class LocalFederation:
             signal.signal(signal.SIGTERM, self._previous_handler)
 
     def environment(self) -> dict:
-        """The environment of every Flower process: this Python's tools first, no network, one thread each."""
+        """The environment of every Flower process: this Python's tools first, no network, one thread each.
+
+        Ray's sessions go under the federation's home (``RAY_TMPDIR``), removed with it.
+        """
         env = dict(os.environ)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env.update(FLWR_HOME=str(self.home), FLWR_DISABLE_UPDATE_CHECK="1", FLWR_TELEMETRY_ENABLED="0",
-                   FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", OMP_NUM_THREADS="1")
+                   FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", OMP_NUM_THREADS="1", RAY_TMPDIR=str(self.home))
         return env
 
     def start(self) -> None:
-        """Start the SuperLink, wait until it listens, then start the SuperNodes (registering their keys)."""
+        """Start the SuperLink, wait until it listens, then start the SuperNodes (registering their keys).
+
+        Under ``simulation`` the SuperLink alone: its runtime makes the virtual SuperNodes of each run.
+        """
         port = self.superlink_port if self.superlink_port is not None else free_port()
         check_port_free(port, "--superlink-port")
         self.superlink_port = port
@@ -110,10 +130,13 @@ class LocalFederation:
                      "--ssl-keyfile", str(self.certificates.key)])
         if self.authenticate:
             security.append("--enable-supernode-auth")
-        superlink = self._spawn("superlink", ["flower-superlink", *security, "--host", LOOPBACK, "--port", str(port),
-                                              "--disable-runtime-dependency-installation"])
+        runtime = ["--simulation"] if self.simulation else []
+        superlink = self._spawn("superlink", ["flower-superlink", *security, *runtime, "--host", LOOPBACK,
+                                              "--port", str(port), "--disable-runtime-dependency-installation"])
         wait_listening(port, superlink, self.log_path("superlink"))
         self.write_connection()
+        if self.simulation:
+            return
         for partition_id in range(self.num_supernodes):
             name = f"supernode-{partition_id}"
             key = self.register(write_node_key(self.home / "keys", name)) if self.authenticate else None
@@ -149,16 +172,39 @@ class LocalFederation:
             "--host", LOOPBACK, "--port", str(free_port()),
         ])
 
-    def run(self, entries: dict, *, stream=None) -> int:
-        """Submit fedsim's app with run-config ``entries`` and stream its log; return ``flwr run``'s exit status.
+    def run(self, entries: dict, *, stream=None, app_folder: Path = APP_FOLDER, watch=None) -> int:
+        """Submit an app with run-config ``entries`` and stream its log; return ``flwr run``'s exit status.
 
-        ``stream`` receives the log (a file, or ``subprocess.DEVNULL``; default: this process's standard output).
+        Parameters
+        ----------
+        entries : dict
+            The run config (`fedsim.engines.flower.records.to_run_config` and the app's entries).
+        stream : file, optional
+            Receives Flower's log of the run (default: this process's standard output).
+        app_folder : Path, default fedsim's app
+        watch : callable, optional
+            Called about twice a second while the run goes on (a progress bar's update).
         """
         settings = self.home / "settings.toml"
         settings.write_text(toml_entries(entries))
-        command = ["flwr", "run", str(APP_FOLDER), CONNECTION, "--stream", "--run-config", str(settings)]
+        command = ["flwr", "run", str(app_folder), CONNECTION, "--stream", "--run-config", str(settings)]
+        if self.simulation:
+            command += ["--federation-config", federation_config_words(self.federation_config())]
         process = self._spawn("flwr-run", command, output=stream if stream is not None else sys.stdout)
-        return process.wait()
+        while True:
+            try:
+                return process.wait(timeout=WATCH_INTERVAL_S)
+            except subprocess.TimeoutExpired:
+                if watch is not None:
+                    watch()
+
+    def federation_config(self) -> dict:
+        """Return the simulation runtime's settings: the virtual SuperNodes, one CPU each, Ray's CPUs."""
+        config = {"num-supernodes": self.num_supernodes, "client-resources-num-cpus": 1,
+                  "client-resources-num-gpus": 0.0}
+        if self.num_cpus is not None:
+            config["init-args-num-cpus"] = self.num_cpus
+        return config
 
     def log_path(self, name: str) -> Path:
         """The file that holds process ``name``'s output."""
@@ -170,6 +216,17 @@ class LocalFederation:
                                    cwd=self.home, start_new_session=True)
         self.processes.append(process)
         return process
+
+
+def federation_config_words(entries: dict) -> str:
+    """Return ``entries`` as the space-separated ``key=value`` words of ``flwr run --federation-config``.
+
+    Examples
+    --------
+    >>> federation_config_words({"num-supernodes": 3, "client-resources-num-cpus": 1})
+    'num-supernodes=3 client-resources-num-cpus=1'
+    """
+    return " ".join(f"{name}={toml_value(value)}" for name, value in entries.items())
 
 
 def check_authentication(authenticate: bool, tls: bool) -> None:

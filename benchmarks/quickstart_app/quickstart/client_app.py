@@ -1,0 +1,19 @@
+"""quickstart: the ClientApp, which trains the global model on its node's partition."""
+
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from quickstart.task import Net, load_data, train
+
+app = ClientApp()
+
+
+@app.train()
+def client_train(msg: Message, context: Context) -> Message:
+    model = Net()
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    trainloader = load_data(context.node_config["partition-id"], context.node_config["num-partitions"],
+                            context.run_config["batch-size"])
+    train_loss = train(model, trainloader, context.run_config["local-epochs"], msg.content["config"]["lr"], "cpu")
+    metrics = MetricRecord({"train_loss": train_loss, "num-examples": len(trainloader.dataset)})
+    return Message(content=RecordDict({"arrays": ArrayRecord(model.state_dict()), "metrics": metrics}), reply_to=msg)

@@ -1,0 +1,79 @@
+"""What a run in other processes (DDP ranks, a Flower ServerApp) left in its folder, read back by the launcher.
+
+The launcher waits for those processes, then learns from the folder how the run ended: the
+round its checkpoint holds, whether it diverged, and its rows, summary and final model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from .interrupts import RunDiverged
+from .recorder import divergence_advice
+from .results import RunFolder, read_json, read_rows
+
+
+def saved_round(out) -> int | None:
+    """Return the round ``out``'s checkpoint holds; ``None`` when there is none, or it cannot be read."""
+    try:
+        checkpoint = RunFolder(out).load_checkpoint()
+    except ValueError:  # damaged: nothing to continue from
+        return None
+    return None if checkpoint is None else int(checkpoint["progress"]["round"])
+
+
+def diverged_run(out, config, *, named_folder=True) -> RunDiverged | None:
+    """Return the `fedsim.interrupts.RunDiverged` that ``out``'s summary records, or ``None``.
+
+    The run records its divergence in its summary; the launcher reads it back, to end with the
+    run's line and exit status. The error holds the rows before the divergence and the summary,
+    as the recorder's does; it names ``out`` unless ``named_folder`` is false (a temporary
+    folder, which is gone once the launcher returns).
+    """
+    summary = strategy_summary(out, config)
+    if summary is None or not summary.get("diverged"):
+        return None
+    diverged = RunDiverged(summary["diverged_round"], summary.get("diverged_reason") or "not finite",
+                           where=summary.get("diverged_where") or "",
+                           checkpoint_round=saved_round(out) if named_folder else None,
+                           folder=Path(out) if named_folder else None, advice=divergence_advice(config))
+    diverged.rows, diverged.summary = written_rows(out), summary
+    return diverged
+
+
+def written_rows(out) -> list[dict]:
+    """Return the rows ``out/metrics.csv`` holds (none before a run's first round ends)."""
+    path = Path(out) / "metrics.csv"
+    return read_rows(path) if path.exists() else []
+
+
+def strategy_summary(out, config) -> dict | None:
+    """Return ``config.strategy``'s summary from ``out/summary.json``, its nulls as NaN; ``None`` when absent.
+
+    The file writes a number that is not finite as ``null`` (valid JSON); a result read back
+    holds NaN there, as the run's own summary did.
+    """
+    path = Path(out) / "summary.json"
+    summary = read_json(path).get(config.strategy) if path.exists() else None
+    if not isinstance(summary, dict):
+        return None
+    return {key: math.nan if value is None else value for key, value in summary.items()}
+
+
+def finished_result(out, config):
+    """Return the `fedsim.engines.inprocess.RunResult` of a run that finished in ``out``; ``None`` if it did not.
+
+    Finished means: its summary is written and ``metrics.csv`` holds every round.
+    """
+    from .engines.inprocess.loop import RunResult
+
+    out = Path(out)
+    summary = strategy_summary(out, config)
+    rows = written_rows(out)
+    if summary is None or len(rows) != config.rounds or not (out / "model.pt").exists():
+        return None
+    model = torch.load(out / "model.pt", map_location="cpu", weights_only=True)["state"]
+    return RunResult(rows, summary, model)
