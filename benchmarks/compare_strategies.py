@@ -23,10 +23,10 @@ from pathlib import Path
 from grid_report import write_report
 from schemes import GRID_SCHEMES, slug
 
-from fedsim.compare import ENGINES, engine_runner
-from fedsim.config import RunConfig
-from fedsim.partitioning import partition_for
-from fedsim.results import RunFolder, read_json, read_rows, write_atomic
+from fedsim.comparison import ENGINES, engine_runner
+from fedsim.config.run_config import RunConfig
+from fedsim.config.partitioning import partition_for
+from fedsim.results.folder import RunFolder, read_json, read_rows, write_atomic
 from fedsim.schedule import SampleGrid
 
 #: The strategies of the grid: fedsim's strategy and the settings that make the variant.

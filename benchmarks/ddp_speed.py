@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from fedsim.build import build_model
-from fedsim.compression import wire_bytes
-from fedsim.config import RunConfig
+from fedsim.comm.compression import wire_bytes
+from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
 from fedsim.engines.inprocess import run
-from fedsim.results import read_rows
+from fedsim.results.folder import read_rows
 
 
 def steady_samples_per_second(rows: list[dict]) -> float:

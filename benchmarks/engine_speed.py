@@ -26,7 +26,7 @@ import torch
 from timing import best_times, centralized_epoch
 
 from fedsim.client import get_state, set_state
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
 from fedsim.engines.inprocess import run
 from fedsim.build import build_model

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from fedsim.processes import descendants
-from fedsim.results import read_rows
+from fedsim.results.folder import read_rows
 
 HERE = Path(__file__).resolve().parent
 JOBS = {

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 from schemes import slug
 
-from fedsim.plots import accuracy_heatmap, learning_curves, strategy_colors
-from fedsim.results import write_atomic
+from fedsim.results.plots import accuracy_heatmap, learning_curves, strategy_colors
+from fedsim.results.folder import write_atomic
 from partitions import Partition
 from partitions.metrics import heterogeneity
 from partitions.plot import bubbles, stacked_bars
@@ -53,8 +53,8 @@ def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
 
 def load_labels(folder: Path) -> np.ndarray:
     """Return the training labels of the grid's dataset, loaded as the run in ``folder`` loaded them."""
-    from fedsim.config import RunConfig
-    from fedsim.results import read_json
+    from fedsim.config.run_config import RunConfig
+    from fedsim.results.folder import read_json
 
     return RunConfig.from_mapping(read_json(folder / "config.json")).load_dataset().train_labels.numpy()
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from schemes import STANDARD_SCHEMES, slug
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
-from fedsim.partitioning import partition_for
+from fedsim.config.partitioning import partition_for
 from partitions.metrics import heterogeneity, summary
 from partitions._io import write_atomic
 from partitions.plot import compare, stacked_bars

@@ -9,7 +9,7 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 
-from fedsim.hooks import RankWeights, weighted_allreduce_hook
+from fedsim.comm.hooks import RankWeights, weighted_allreduce_hook
 from fedsim.sampler import ShardSampler
 from partitions import dirichlet
 

@@ -1,9 +1,29 @@
 """fedsim: how a classifier behaves when its data is split unevenly, and which aggregation copes best.
 
-Import what you need from the subpackages (`fedsim.data`, `fedsim.models`, `fedsim.tasks`,
-`fedsim.client`, `fedsim.sampler`); importing `fedsim` itself stays cheap.
+The names a user starts from are here: `RunConfig` (a run's settings), `run` (one strategy in
+this process), `compare` (several on one partition) and `read_rows` (a results file); they are
+imported when first used, so that importing `fedsim` itself stays cheap (no torch). The rest is
+in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.tasks`, `fedsim.client` (the client
+core), `fedsim.algorithms`, `fedsim.rounds` (what a round is), `fedsim.engines` (where it runs),
+`fedsim.comm`, `fedsim.results`, `fedsim.config`, and the command line in `fedsim.cli`.
 """
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: The public names and the modules that define them, imported on first use.
+_PUBLIC = {
+    "RunConfig": "fedsim.config.run_config",
+    "run": "fedsim.engines.inprocess.loop",
+    "compare": "fedsim.comparison",
+    "read_rows": "fedsim.results.folder",
+}
+
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'fedsim' has no attribute {name!r}")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .models import create_model
-from .partitioning import partition_for
+from .config.partitioning import partition_for
 from .seeding import Stream, derive_seed
 from .tasks import create_task
 from .training import seeded_global_rng, training_batch

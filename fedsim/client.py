@@ -129,9 +129,9 @@ def client_update(
         one is made when omitted.
     correction : list of Tensor, optional
         SCAFFOLD's ``c - c_k``, one tensor per parameter: every optimizer step is followed by
-        ``param -= lr * correction`` (`fedsim.algorithms.Scaffold`).
-    contrast : fedsim.moon.ModelContrast, optional
-        MOON's contrastive term, added to each sample's loss (`fedsim.algorithms.Moon`).
+        ``param -= lr * correction`` (`fedsim.algorithms.scaffold.Scaffold`).
+    contrast : fedsim.algorithms.moon.ModelContrast, optional
+        MOON's contrastive term, added to each sample's loss (`fedsim.algorithms.moon.Moon`).
 
     Returns
     -------

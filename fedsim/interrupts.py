@@ -95,7 +95,7 @@ class RunDiverged(Exception):
         The round ``checkpoint.pt`` holds: the last finite model saved.
     rows, summary : list of dict, dict
         The rows of the rounds before it and the run's summary (with ``diverged``), where the
-        recorder raised it (`fedsim.recorder.Recorder.diverge`); empty otherwise.
+        recorder raised it (`fedsim.results.recorder.Recorder.diverge`); empty otherwise.
     """
 
     def __init__(self, round: int, what: str, *, where: str = "", checkpoint_round: int | None = None,

@@ -1,15 +1,25 @@
-"""Processes started together (a federation), stopped with everything they started, by PID."""
+"""Processes started together (DDP ranks, a federation) on the loopback interface, stopped with all they started."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
 
+#: The only address fedsim's processes listen on.
+LOOPBACK = "127.0.0.1"
 #: Seconds a process has to stop after SIGTERM before SIGKILL.
 STOP_GRACE_S = 10.0
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    """Return a TCP port on ``host`` that is free now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def descendants(pid: int) -> list[int]:

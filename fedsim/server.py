@@ -3,16 +3,16 @@
 allreduce and reweighted step the global model with the combined gradient, as the optimizer
 of a DDP script does; FedAvg steps it with the weighted mean delta as a pseudo-gradient. Both
 are one optimizer over the global parameters; only its settings and its input differ. FedAvg's
-may also be one of FedOpt's adaptive optimizers (`fedsim.fedopt`: FedAdagrad, FedAdam, FedYogi).
+may also be one of FedOpt's adaptive optimizers (`fedsim.algorithms.fedopt`: FedAdagrad, FedAdam, FedYogi).
 """
 
 from __future__ import annotations
 
 import torch
 
-from .fedopt import FedOptAdaptive
+from .algorithms.fedopt import FedOptAdaptive
 from .optim import SGD
-from .strategies import get_strategy
+from .config.strategies import get_strategy
 from .training import loss_scaler
 
 
@@ -32,7 +32,7 @@ class ServerOptimizer:
         The fp16 loss scaler whose scaled gradients `step_gradient` unscales.
     optimizer : {"sgd", "adagrad", "adam", "yogi"}, default "sgd"
         SGD (`fedsim.optim.SGD`: ``torch.optim.SGD``'s steps and state without
-        ``torch.optim``'s import cost), or FedOpt's `fedsim.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
+        ``torch.optim``'s import cost), or FedOpt's `fedsim.algorithms.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
     """
 
     def __init__(self, params, buffers=(), *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,

@@ -135,7 +135,7 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
         Autocast (bf16 on CPU, fp16 on CUDA).
     scaler : torch.amp.GradScaler, optional
         Scales the loss before ``backward`` (fp16 on CUDA).
-    contrast : fedsim.moon.ModelContrast, optional
+    contrast : fedsim.algorithms.moon.ModelContrast, optional
         MOON's contrastive term, added to each sample's (class-weighted) loss.
     """
     loss, result = batch_loss(model, data, indices, task=task, generator=generator, weight=weight,

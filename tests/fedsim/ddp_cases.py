@@ -15,11 +15,11 @@ import torch.distributed as dist
 from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.distributed import run
 from fedsim.engines.distributed.launch import start_process_group
-from fedsim.hooks import RankWeights, weighted_allreduce_hook
-from fedsim.sync_batchnorm import convert_sync_batchnorm
+from fedsim.comm.hooks import RankWeights, weighted_allreduce_hook
+from fedsim.comm.sync_batchnorm import convert_sync_batchnorm
 
 
 def engines(out: Path) -> None:

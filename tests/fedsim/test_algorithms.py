@@ -6,10 +6,10 @@ from torch.nn import functional as F
 
 from fedsim.build import RunSetup
 from fedsim.client import get_state
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.distributed.launch import check_world_size
 from fedsim.engines.inprocess import run
-from fedsim.moon import representation_layer
+from fedsim.algorithms.moon import representation_layer
 from fedsim.models import create_model, list_models
 from fedsim.schedule import sample_clients
 from fedsim.seeding import Stream, torch_generator
@@ -254,7 +254,7 @@ def test_ddp_refuses_scaffold_and_moon_whose_clients_keep_a_state(strategy):
 
 def test_a_checkpoint_without_the_clients_states_is_not_resumed():
     """A Flower server's clients keep their states on their nodes: its checkpoint cannot restart them."""
-    from fedsim.engines.inprocess.fedavg import FedAvgRounds
+    from fedsim.rounds.fedavg import FedAvgRounds
 
     config = RunConfig(strategy="moon", dataset="digits", model="mlp", num_partitions=2)
     setup = RunSetup.build(config)

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fedsim import cli
-from fedsim.cli_flags import HELP
-from fedsim.config import RunConfig
+from fedsim.cli.flags import HELP
+from fedsim.config.run_config import RunConfig
 from partitions import Partition
 
 from .test_cli import fedsim

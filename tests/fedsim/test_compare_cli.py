@@ -3,10 +3,10 @@ import json
 import matplotlib.image
 import pytest
 
-from fedsim.compare import compare
-from fedsim.config import RunConfig
-from fedsim.results import read_rows
-from fedsim.strategies import SETTINGS
+from fedsim.comparison import compare
+from fedsim.config import RunConfig, from_toml
+from fedsim.results.folder import read_rows
+from fedsim.config.strategies import SETTINGS
 from partitions import Partition
 
 from .test_cli import fedsim
@@ -153,7 +153,7 @@ def test_compare_refuses_a_strategy_from_the_config_file(tmp_path):
 def test_unknown_config_key_is_named(tmp_path):
     (tmp_path / "bad.toml").write_text("learning_rate = 0.1\n")
     with pytest.raises(ValueError, match="unknown key 'learning_rate'.*known keys: .*lr"):
-        RunConfig.from_toml(tmp_path / "bad.toml")
+        from_toml(tmp_path / "bad.toml")
 
 
 def test_compare_rejects_bad_strategy_lists(tmp_path):
@@ -176,11 +176,11 @@ def test_dataset_options_reach_the_loader(tmp_path):
 def test_toml_top_level_keys_apply_under_the_run_table_and_bad_types_are_errors(tmp_path):
     (tmp_path / "mixed.toml").write_text('lr = 0.2\nmomentum = 0.5\n[run]\nstrategy = "allreduce"\nmomentum = 0.9\n'
                                          '[compare]\nlr = 0.3\n')
-    config = RunConfig.from_toml(tmp_path / "mixed.toml")
+    config = from_toml(tmp_path / "mixed.toml")
     assert (config.strategy, config.lr, config.momentum) == ("allreduce", 0.2, 0.9)
     (tmp_path / "amp.toml").write_text('amp = "false"\n')
     with pytest.raises(TypeError, match="`amp` must be true or false"):
-        RunConfig.from_toml(tmp_path / "amp.toml")
+        from_toml(tmp_path / "amp.toml")
 
 
 def test_unreadable_config_path_is_one_line(tmp_path):

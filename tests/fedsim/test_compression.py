@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from fedsim.compression import quantize_int8, simulate, wire_bytes
-from fedsim.config import RunConfig
+from fedsim.comm.compression import quantize_int8, simulate, wire_bytes
+from fedsim.config.run_config import RunConfig
 
 
 def gradients(seed, shapes=((30, 20), (20,))):

@@ -12,11 +12,11 @@ import torch
 
 import partitions
 from fedsim import checks
-from fedsim.comparison_configs import comparison_configs
-from fedsim.config import DTYPES, RunConfig
+from fedsim.config.comparison import comparison_configs
+from fedsim.config.run_config import DTYPES, RunConfig
 from fedsim.models import create_model
-from fedsim.partitioning import make_partition, partition_for
-from fedsim.strategies import SETTINGS, get_strategy, list_strategies
+from fedsim.config.partitioning import make_partition, partition_for
+from fedsim.config.strategies import SETTINGS, get_strategy, list_strategies
 
 # One setting each strategy-specific field can take away from its default, and a strategy that does not read it.
 UNREAD = [
@@ -161,7 +161,7 @@ def test_dtype_choices_and_torch_dtype():
 
 def test_config_module_imports_without_torch():
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from fedsim.config import RunConfig\n"
+            "from fedsim.config.run_config import RunConfig\n"
             "print(RunConfig(dtype='float64').dtype)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fedsim.config import RunConfig
+from fedsim.config import from_toml
 
 from .test_cli import fedsim
 from .test_cli_settings import error_line
@@ -72,5 +72,5 @@ def test_out_is_required_from_the_flag_or_the_file(tmp_path):
 def test_from_toml_reads_the_top_level_and_the_run_table(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('lr = 0.2\nout = "x"\n[run]\nstrategy = "allreduce"\n[compare]\nlr = 0.3\n')
-    config = RunConfig.from_toml(path)
+    config = from_toml(path)
     assert (config.strategy, config.lr) == ("allreduce", 0.2)

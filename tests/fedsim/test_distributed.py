@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import torch
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.distributed.launch import free_port, rank_environment, stop
 from fedsim.engines.inprocess import run
 from fedsim.processes import descendants
-from fedsim.results import read_rows
+from fedsim.results.folder import read_rows
 
 from .ddp_cases import sync_batchnorm_inputs
 from .numerics import EXACT, assert_rows_close, relative_distance

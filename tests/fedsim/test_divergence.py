@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from fedsim.build import RunSetup
-from fedsim.config import RunConfig
-from fedsim.engines.inprocess.loop import build_rounds
+from fedsim.config.run_config import RunConfig
+from fedsim.rounds.result import build_rounds
 from fedsim.interrupts import DIVERGED, RunDiverged
-from fedsim.recorder import Recorder, RoundStats, all_finite
-from fedsim.results import RunFolder, read_rows
+from fedsim.results.recorder import Recorder, RoundStats, all_finite
+from fedsim.results.folder import RunFolder, read_rows
 from fedsim.schedule import sample_clients
 from partitions import Partition
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.schedule import SampleGrid
-from fedsim.engines.inprocess.gradient import GradientRounds
+from fedsim.engines.inprocess.gradient import InProcessGradientRounds
 from fedsim.build import build_model
 from fedsim.schedule import sample_clients
 from fedsim.tasks import create_task
@@ -111,7 +111,7 @@ def test_batchnorm_models_keep_per_rank_statistics(mnist5k, equal_shards, equal,
 
     def running_mean_after(ranks):
         model = build_model(config, mnist5k, torch.device("cpu"))
-        rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
+        rounds = InProcessGradientRounds(config, model, mnist5k, create_task(10), shards)
         assert not rounds.fused  # a fused forward would pool the batch statistics of all ranks
         rounds.step(rounds.schedule.batches(0), ranks)
         return next(m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)).running_mean
@@ -126,7 +126,7 @@ def test_join_divides_by_all_ranks(mnist5k):
     config = RunConfig(strategy="allreduce", model="mlp", batch_size=10, dtype="float64")
     shards = iid(mnist5k.train_labels.numpy(), 2, seed=0)
     model = build_model(config, mnist5k, torch.device("cpu"))
-    rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
+    rounds = InProcessGradientRounds(config, model, mnist5k, create_task(10), shards)
     batches = rounds.schedule.batches(0)
     rounds.step(batches, [0])
     half = [p.grad.clone() for p in rounds.params]
@@ -165,7 +165,7 @@ def test_dynamic_weights_also_divide_by_all_ranks_under_join(mnist5k):
     config = RunConfig(strategy="reweighted", weights="dynamic", model="mlp", batch_size=10, dtype="float64")
     shards = iid(mnist5k.train_labels.numpy(), 2, seed=0)
     model = build_model(config, mnist5k, torch.device("cpu"))
-    rounds = GradientRounds(config, model, mnist5k, create_task(10), shards)
+    rounds = InProcessGradientRounds(config, model, mnist5k, create_task(10), shards)
     batch = rounds.schedule.batches(0)[0]
     rounds.step([batch, None], [0])
     assert_alone_is_half(rounds, model, mnist5k, batch, [p.grad.clone() for p in rounds.params])

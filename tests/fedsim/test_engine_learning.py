@@ -2,7 +2,7 @@
 
 import pytest
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 
 

@@ -7,7 +7,7 @@ import torch
 
 from fedsim.build import RunSetup
 from fedsim.client import client_update, get_state
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.schedule import sample_clients
 from fedsim.server import ServerOptimizer

@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedsim.compare import compare
-from fedsim.config import RunConfig
+from fedsim.comparison import compare
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.flower.client_app import ClientWorker
 from fedsim.engines.flower.launch import FLOWER_LOG
 from fedsim.engines.flower.records import (from_record, from_run_config, grid_entry, grid_from_entry, state_names,
                                           to_record, to_run_config)
 from fedsim.engines.inprocess import run
-from fedsim.engines.inprocess.fedavg import FedAvgRounds
+from fedsim.rounds.fedavg import FedAvgRounds
 from fedsim.models import create_model
-from fedsim.results import read_rows, saved_settings
+from fedsim.results.folder import read_rows, saved_settings
 from fedsim.schedule import SampleGrid
 
 from .numerics import EXACT, assert_rows_close, relative_distance
@@ -393,7 +393,7 @@ def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server
 
     from fedsim.build import RunSetup
     from fedsim.engines.flower.strategy import SeededFedAvg
-    from fedsim.recorder import Recorder
+    from fedsim.results.recorder import Recorder
 
     config = RunConfig(**{**FEDAVG, "fraction": 1.0, "rounds": 1})
     setup = RunSetup.build(config)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fedsim.build import check_model_fits, smallest_batch
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
 from partitions import iid
 

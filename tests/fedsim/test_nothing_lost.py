@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.results import MARKER, deferred_interrupt, read_rows
+from fedsim.results.folder import MARKER, deferred_interrupt, read_rows
 
 from .checkpoints import ENDLESS_ROUNDS, checkpoint_round, wait_for_checkpoint
 from .test_cli import fedsim

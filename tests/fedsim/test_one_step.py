@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from fedsim.build import RunSetup
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.engines.inprocess.fedavg import FedAvgRounds
+from fedsim.engines.inprocess.fedavg import InProcessFedAvgRounds
 from fedsim.engines.inprocess.one_step import OneStepClients, _groups
 from fedsim.optim import OptimizerConfig
 
@@ -73,9 +73,9 @@ def test_float32_one_forward_is_close_to_the_loop_as_a_whole(tmp_path):
     assert relative_distance(fused.global_state, looped.global_state) < 1e-4
 
 
-def fedavg_rounds(config, optimizer=None) -> FedAvgRounds:
+def fedavg_rounds(config, optimizer=None) -> InProcessFedAvgRounds:
     setup = RunSetup.build(config)
-    rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    rounds = InProcessFedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
     if optimizer is not None:  # a client optimizer the command line does not offer
         rounds.training = dataclasses.replace(rounds.training, optimizer=optimizer)
         rounds.one_step = OneStepClients(rounds) if OneStepClients.applies(rounds) else None

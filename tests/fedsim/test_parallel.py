@@ -6,9 +6,9 @@ import os
 import pytest
 import torch
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.engines.inprocess.fedavg import FedAvgRounds
+from fedsim.rounds.fedavg import FedAvgRounds
 
 from .numerics import EXACT, assert_rows_close
 from .test_cli_settings import QUICK, error_line

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from fedsim.config import RunConfig
-from fedsim.partitioning import SCHEMES, make_partition, partition_for
+from fedsim.config.run_config import RunConfig
+from fedsim.config.partitioning import SCHEMES, make_partition, partition_for
 
 LABELS = np.random.default_rng(0).permutation(np.repeat(np.arange(10), 103))
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from fedsim.plots import accuracy_heatmap, learning_curves, strategy_colors
+from fedsim.results.plots import accuracy_heatmap, learning_curves, strategy_colors
 
 pytest.importorskip("matplotlib")
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedsim.config import RunConfig
-from fedsim.recorder import CHECKPOINT_FORMAT, Recorder, RoundStats
-from fedsim.results import read_rows
+from fedsim.config.run_config import RunConfig
+from fedsim.results.recorder import CHECKPOINT_FORMAT, Recorder, RoundStats
+from fedsim.results.folder import read_rows
 from fedsim.schedule import SampleGrid
 from partitions import Partition
 

@@ -7,11 +7,11 @@ import sys
 import pytest
 import torch
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.build import build_model
 from fedsim.schedule import model_bytes
-from fedsim.results import METRIC_COLUMNS, read_rows
+from fedsim.results.folder import METRIC_COLUMNS, read_rows
 from fedsim.schedule import SampleGrid
 from partitions import Partition
 

@@ -11,7 +11,7 @@ import torch
 
 import fedsim
 from fedsim.provenance import environment, source_commit
-from fedsim.results import read_rows, saved_settings
+from fedsim.results.folder import read_rows, saved_settings
 
 from .test_cli import fedsim as fedsim_command
 from .test_cli_settings import error_line

@@ -7,10 +7,10 @@ engines agreeing) are in test_distributed.py.
 import pytest
 import torch
 
-from fedsim.config import RunConfig
+from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.models import create_model
-from fedsim.sync_batchnorm import SyncBatchNorm, convert_sync_batchnorm, sync_bn_bytes
+from fedsim.comm.sync_batchnorm import SyncBatchNorm, convert_sync_batchnorm, sync_bn_bytes
 
 DIGITS = {"dataset": "digits", "num_partitions": 2, "partition": "dirichlet", "alpha": 0.3, "rounds": 1,
           "batch_size": 20, "dtype": "float64"}

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import torch
 
-from ...recorder import RoundStats
-from ..inprocess.fedavg import FedAvgRounds
+from ...results.recorder import RoundStats
+from ...rounds.fedavg import FedAvgRounds
 from .collectives import all_reduce_sum
 
 
 class DistributedFedAvgRounds(FedAvgRounds):
-    """`fedsim.engines.inprocess.fedavg.FedAvgRounds` with the clients shared out among the ranks.
+    """`fedsim.rounds.fedavg.FedAvgRounds` with the clients shared out among the ranks.
 
     Parameters
     ----------

@@ -1,7 +1,7 @@
 """allreduce and reweighted on real DDP: each rank a process with its shard, one step at a time.
 
 ``allreduce`` is ``DistributedDataParallel`` as a user's script has it; ``reweighted`` adds
-`fedsim.hooks.weighted_allreduce_hook`. Every rank reads, at global step t, the batch the
+`fedsim.comm.hooks.weighted_allreduce_hook`. Every rank reads, at global step t, the batch the
 in-process engine's rank reads (`fedsim.schedule.RankSchedule`), so the two engines agree
 number for number (in float64 to ~1e-10).
 """
@@ -20,16 +20,16 @@ from partitions import feature_noise_levels
 
 from ...aggregate import loss_class_weights
 from ...client import state_tensors
-from ...compression import wire_bytes
-from ...hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
-from ...recorder import RoundStats
+from ...comm.compression import wire_bytes
+from ...comm.hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
+from ...results.recorder import RoundStats
 from ...sampler import ShardSampler
 from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
-from ...sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_bn_bytes
+from ...comm.sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_bn_bytes
 from ...training import LocalGradient, batch_loss, seeded_global_rng
-from ..rounds import GradientCheckpoint
+from ...rounds.drive import GradientCheckpoint
 from .collectives import broadcast_object, broadcast_tensors
 from .launch import check_world_size
 
@@ -220,7 +220,7 @@ def register_gradient_hook(ddp: DistributedDataParallel, config, sizes) -> RankW
     """Register the communication hook of ``config``'s strategy and compression; return reweighted's weights.
 
     allreduce keeps DDP's own averaging, or PyTorch's compression hook in its place;
-    reweighted weighs each rank's gradient (`fedsim.hooks`) before the sum, compressed or not.
+    reweighted weighs each rank's gradient (`fedsim.comm.hooks`) before the sum, compressed or not.
     """
     averaging = averaging_hook(config.compression, powersgd_rank=config.powersgd_rank, seed=config.seed)
     weights = None

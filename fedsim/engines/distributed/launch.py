@@ -15,9 +15,10 @@ import torch
 import torch.distributed as dist
 
 from ...interrupts import exit_status, ignore_stop_signals, raise_terminated, stop_signal
+from ...processes import LOOPBACK, free_port
+
 #: The variables torchrun (and any torch.distributed launcher) gives each rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-LOOPBACK = "127.0.0.1"
 #: Seconds a collective may wait for a peer before the rank gives up (``fedsim ddp --timeout``).
 DEFAULT_TIMEOUT_S = 600.0
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
@@ -67,13 +68,6 @@ def start_process_group(device: str, timeout_s: float) -> Ranks:
         dist.init_process_group("nccl" if cuda else "gloo", timeout=timedelta(seconds=timeout_s),
                                 device_id=where if cuda else None)
     return Ranks(rank, world_size, local_rank, where)
-
-
-def free_port(host: str = LOOPBACK) -> int:
-    """Return a TCP port on ``host`` that is free now (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 def torchrun_command(nproc: int, args: list[str], port: int) -> list[str]:
@@ -138,7 +132,7 @@ def stop(process: subprocess.Popen) -> None:
 
 def check_world_size(config, world_size: int) -> None:
     """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
-    from ...strategies import check_stateless_clients, get_strategy
+    from ...config.strategies import check_stateless_clients, get_strategy
 
     check_stateless_clients(config.strategy, "fedsim ddp")
     if world_size < 1:

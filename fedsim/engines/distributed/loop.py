@@ -7,11 +7,11 @@ import torch.distributed as dist
 
 from ...build import RunSetup
 from ...client import evaluate
-from ...recorder import Recorder
-from ...results import RunFolder
-from ...strategies import get_strategy
-from ..inprocess.loop import RunResult
-from ..rounds import drive
+from ...results.recorder import Recorder
+from ...results.folder import RunFolder
+from ...config.strategies import get_strategy
+from ...results.outcome import RunResult
+from ...rounds.drive import drive
 from .collectives import broadcast_object
 from .fedavg import DistributedFedAvgRounds
 from .gradient import DistributedGradientRounds

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...config import RunConfig
+from ...config.run_config import RunConfig
 from .records import APP_ENTRIES, to_run_config
 
 APP_FOLDER = Path(__file__).resolve().parents[2] / "flower_app"

@@ -20,8 +20,8 @@ from flwr.clientapp import ClientApp
 
 from ...build import RunSetup
 from ...client import evaluate, state_tensors
-from ...config import RunConfig
-from ..inprocess.loop import build_rounds
+from ...config.run_config import RunConfig
+from ...rounds.result import build_rounds
 from .records import buffer_names, extra_tensors, from_record, gradient_names, state_names, to_record
 
 #: The key of a client's own state in its node's ``Context.state``.

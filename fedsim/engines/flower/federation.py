@@ -28,8 +28,7 @@ import time
 from pathlib import Path
 
 from ...interrupts import raise_terminated
-from ...processes import stop_all
-from ..distributed.launch import LOOPBACK, free_port
+from ...processes import LOOPBACK, free_port, stop_all
 from .app_files import APP_FOLDER, toml_entries, toml_value
 from .certificates import Certificates, NodeKey, write_node_key
 

@@ -4,7 +4,7 @@ At step ``t`` the server sends the global parameters, and the BatchNorm statisti
 starts from, to each rank with a batch at ``t`` (`fedsim.schedule.RankSchedule`); each client
 returns the gradient of its batch's mean loss and its updated statistics; the server combines
 the gradients with the shared weights and server step, exactly as
-`fedsim.engines.inprocess.gradient.GradientRounds` combines its ranks' at the same step. A
+`fedsim.rounds.gradient.GradientRounds` combines its ranks' at the same step. A
 fedsim round is the steps that bring the samples seen up to FedAvg's grid, so Flower runs as
 many rounds as the pending fedsim rounds have steps, planned before the first.
 """
@@ -17,7 +17,6 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
-from ...recorder import RoundStats
 from .client_app import config_json
 from .records import buffer_names, from_record, gradient_names, to_record
 from .strategy import FedsimStrategy
@@ -35,7 +34,7 @@ class GradientSteps(FedsimStrategy):
     """allreduce or reweighted, one gradient step per Flower round, reproducible step for step.
 
     Takes the parameters of `fedsim.engines.flower.strategy.FedsimStrategy`, with ``rounds``
-    a `fedsim.engines.inprocess.gradient.GradientRounds` whose model is the global model.
+    a `fedsim.rounds.gradient.GradientRounds` whose model is the global model.
     A rank whose client does not reply is left out of the step as a rank that has joined is
     under DDP's ``Join``: its share of the weights goes with it.
     """

@@ -11,10 +11,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ...config import RunConfig
+from ...config.run_config import RunConfig
 from ...interrupts import RunInterrupted, stop_signal
-from ...results import RunFolder
-from ...run_outcome import diverged_run, finished_result, saved_round, written_rows
+from ...results.folder import RunFolder
+from ...results.outcome import diverged_run, finished_result, saved_round, written_rows
 from .federation import LocalFederation, tail
 from .records import grid_entry, to_run_config
 
@@ -50,7 +50,7 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
 
     Returns
     -------
-    fedsim.engines.inprocess.RunResult
+    fedsim.results.outcome.RunResult
 
     Raises
     ------

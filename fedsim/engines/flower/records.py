@@ -14,7 +14,7 @@ from collections import OrderedDict
 import torch
 from flwr.app import ArrayRecord
 
-from ...config import RunConfig
+from ...config.run_config import RunConfig
 from ...schedule import SampleGrid
 
 #: Fields that are not scalars travel as JSON text (Flower's run config holds scalars only).
@@ -48,7 +48,7 @@ EXTRA_PREFIX = "fedsim-extra."
 def to_record(names: list[str], tensors: list[torch.Tensor], extra: list[torch.Tensor] = ()) -> ArrayRecord:
     """Return ``tensors`` as an ``ArrayRecord`` keyed by ``names``, with ``extra`` tensors keyed by position.
 
-    ``extra`` is an algorithm's own tensors (`fedsim.algorithms.RoundAlgorithm.broadcast` and
+    ``extra`` is an algorithm's own tensors (`fedsim.algorithms.base.RoundAlgorithm.broadcast` and
     ``reply``): they travel in the model's record, as Flower's strategies accept one
     ``ArrayRecord`` per reply; `extra_tensors` reads them back.
     """

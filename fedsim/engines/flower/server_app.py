@@ -14,12 +14,12 @@ from flwr.serverapp import Grid, ServerApp
 
 from ...build import RunSetup
 from ...client import evaluate
-from ...config import RunConfig
-from ...recorder import Recorder
-from ...results import RunFolder
-from ...strategies import STATEFUL_CLIENTS, get_strategy
-from ..inprocess.fedavg import FedAvgRounds
-from ..inprocess.loop import build_rounds, evaluated_state, restore
+from ...config.run_config import RunConfig
+from ...results.recorder import Recorder
+from ...results.folder import RunFolder
+from ...config.strategies import STATEFUL_CLIENTS, get_strategy
+from ...rounds.fedavg import FedAvgRounds
+from ...rounds.result import build_rounds, evaluated_state, restore
 from .client_app import config_json
 from .records import from_run_config, grid_from_entry, state_names, to_record
 from .gradient_steps import GradientSteps

@@ -12,7 +12,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from ...config import RunConfig
+from ...config.run_config import RunConfig
 from .federation import LocalFederation
 from .launch import run_app
 from .server_app import DEFAULT_TIMEOUT_S
@@ -49,7 +49,7 @@ def simulate(config: RunConfig, out=None, *, resume: bool = False, quiet: bool =
 
     Returns
     -------
-    fedsim.engines.inprocess.RunResult
+    fedsim.results.outcome.RunResult
     """
     federation = LocalFederation(config.num_partitions, simulation=True, num_cpus=num_cpus or os.cpu_count() or 1)
     settings = {"resume": resume, "timeout_s": timeout_s, "grid": grid, "quiet": quiet, "verbose": verbose}

@@ -26,7 +26,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from ...aggregate import accumulate, aggregation_weights
-from ...recorder import RoundStats
+from ...results.recorder import RoundStats
 from .client_app import config_json
 from .records import extra_tensors, from_record, to_record
 
@@ -43,7 +43,7 @@ class FedsimStrategy(FedAvg):
         The names of the global tensors (`records.state_names`).
     nodes : dict
         The Flower node id serving each partition id.
-    recorder : fedsim.recorder.Recorder
+    recorder : fedsim.results.recorder.Recorder
         Started; the run goes on from its ``progress.round``.
     evaluate : callable
         Returns the global model's test metrics.
@@ -112,7 +112,7 @@ class SeededFedAvg(FedsimStrategy):
     """FedAvg over the nodes that hold the run's partitions, reproducible round for round.
 
     Takes the parameters of `FedsimStrategy`, with ``rounds`` a
-    `fedsim.engines.inprocess.fedavg.FedAvgRounds`.
+    `fedsim.rounds.fedavg.FedAvgRounds`.
     """
 
     def __init__(self, rounds, names, nodes, recorder, evaluate):

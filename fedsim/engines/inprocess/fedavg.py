@@ -1,131 +1,29 @@
-"""FedAvg rounds in one process: sampled clients train locally in turn on the one model object."""
+"""FedAvg rounds in this process: the clients whose round is one SGD step train together (`OneStepClients`)."""
 
 from __future__ import annotations
 
 import torch
 
-from partitions import feature_noise_levels
-
-from ...aggregate import accumulate, aggregation_weights
-from ...algorithms import round_algorithm
-from ...client import ClientUpdate, client_update, get_state, state_tensors
-from ...recorder import RoundStats
-from ...schedule import model_bytes, sample_clients
-from ...server import ServerOptimizer
-from ...training import LocalTraining, loss_scaler
+from ...results.recorder import RoundStats
+from ...rounds.fedavg import FedAvgRounds
 from .one_step import OneStepClients
 
 
-class FedAvgRounds:
-    """Sample clients, train each from the global model, average the trained models, step the server.
+class InProcessFedAvgRounds(FedAvgRounds):
+    """`fedsim.rounds.fedavg.FedAvgRounds` whose one-step clients train in one fused forward and backward.
 
-    The server update is FedOpt's (Reddi et al., ICLR 2021): the weighted mean delta is a
-    pseudo-gradient for an SGD server optimizer; learning rate 1 without momentum is plain
-    FedAvg (McMahan et al. 2017), server momentum is FedAvgM (Hsu et al. 2019). Floating-point
-    buffers (BatchNorm statistics) are averaged and never see the server optimizer. Only the
-    running weighted sum of the trained models is held, so thousands of clients fit in memory.
-
-    Parameters
-    ----------
-    config : fedsim.config.RunConfig
-    model : torch.nn.Module
-        The one model object every client trains in turn.
-    data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
-    partition : partitions.Partition
-        One shard per client.
+    Takes `FedAvgRounds`' parameters. The others train in turn on the one model object.
     """
 
     def __init__(self, config, model, data, task, partition):
-        self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
-        self.global_state = get_state(model)
-        num_params = sum(1 for _ in model.parameters())
-        self.server = ServerOptimizer.for_config(config, self.global_state[:num_params],
-                                                 self.global_state[num_params:])
-        self.training = LocalTraining.from_config(config)
-        self.sizes = partition.sizes
-        self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
-        self.algorithm = round_algorithm(config, model, self.global_state)
-        # what one client receives, and sends, in a round
-        self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
-        # one loss scaler for all clients, so that none restarts from the initial fp16 scale
-        self._scaler = loss_scaler(config.amp, self.global_state[0].device)
+        super().__init__(config, model, data, task, partition)
         self.one_step = OneStepClients(self) if OneStepClients.applies(self) else None
-
-    def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
-        """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
-
-        A FedAvg round is the unit of work itself, so ``samples_before`` and ``target`` are unused.
-        """
-        clients = self.sampled_clients(round_index)
-        stats = RoundStats(clients=len(clients))
-        if not clients:  # every sampled shard is empty: nothing to average, the model stays
-            return stats
-        weights = aggregation_weights(self.config.weights, self.sizes, clients)
-        # The weighted sum of the trained models, read in place from the shared model object;
-        # the algorithm turns it into the mean delta (FedAvg: minus the global model).
-        mean_delta = [torch.zeros_like(t) for t in self.global_state]
-        self.algorithm.begin_round()
-        self.train_clients(round_index, self.served(round_index, list(zip(clients, weights))), mean_delta, stats)
-        self.combine(mean_delta, stats)
-        self.step_server(mean_delta, stats, len(clients))
-        return stats
 
     def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
                       stats: RoundStats) -> None:
-        """Train the clients of the (client, weight) pairs; add their scaled trained models to ``weighted_sum``.
-
-        Those whose round is one SGD step train together (`OneStepClients`), the others in turn.
-        """
+        """Train the one-step clients together, then the others in turn (`FedAvgRounds.train_clients`)."""
         if self.one_step is not None:
             fused, assignments = self.one_step.split(round_index, assignments)
             if fused:
                 self.one_step.train(fused, weighted_sum, stats)
-        trained = state_tensors(self.model)
-        for client, weight in assignments:
-            update = self.train_client(client, round_index)
-            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps, f"client {client}")
-            accumulate(weighted_sum, trained, self.algorithm.scale(weight, update.num_steps))
-            self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
-
-    def sampled_clients(self, round_index: int) -> list[int]:
-        """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
-        sampled = sample_clients(len(self.sizes), self.config.fraction, self.config.seed, round_index)
-        return [int(k) for k in sampled if self.sizes[k] > 0]
-
-    def train_client(self, client: int, round_index: int) -> ClientUpdate:
-        """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""
-        return client_update(
-            self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
-            training=self.training, seed=self.config.seed, round=round_index, client=client, return_delta=False,
-            noise_sigma=float(self.noise[client]), scaler=self._scaler,
-            **self.algorithm.client_terms(client, self.global_state),
-        )
-
-    def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
-        """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten)."""
-        stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
-        self.algorithm.to_delta(mean_state, self.global_state)
-        self.server.step_delta(mean_state)
-        self.algorithm.end_round()
-
-    def served(self, round_index: int, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
-        """Return the (client, weight) pairs of round ``round_index`` this process trains: all of them, here."""
-        return assignments
-
-    def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
-        """Add up the sums of all processes (nothing to add in one process)."""
-
-    def state_dict(self) -> dict:
-        """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
-        state = {"server": self.server.state_dict(), "algorithm": self.algorithm.state_dict()}
-        if self._scaler is not None:
-            state["scaler"] = self._scaler.state_dict()
-        return state
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        self.server.load_state_dict(state["server"])
-        self.algorithm.load_state_dict(state["algorithm"])
-        if self._scaler is not None and "scaler" in state:
-            self._scaler.load_state_dict(state["scaler"])
+        super().train_clients(round_index, assignments, weighted_sum, stats)

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ...algorithms import RoundAlgorithm
+from ...algorithms.base import RoundAlgorithm
 from ...client import local_batches, set_state, state_tensors
-from ...recorder import RoundStats
+from ...results.recorder import RoundStats
 from ...seeding import Stream, torch_generator
 from ...training import as_index_tensor, training_batch
 from .gradient import forward_per_rank
@@ -52,7 +52,7 @@ class OneStepClients:
 
     Parameters
     ----------
-    rounds : fedsim.engines.inprocess.fedavg.FedAvgRounds
+    rounds : fedsim.engines.inprocess.fedavg.InProcessFedAvgRounds
         Whose model, data, config, algorithm and global state the clients use.
     """
 

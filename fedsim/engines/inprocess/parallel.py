@@ -11,7 +11,7 @@ so a result never depends on which worker finishes first; it differs from ``--wo
 the order of a floating-point sum (the tests compare them in float64).
 
 Fork starts the workers: the CPU only, and not for strategies whose clients keep a state between
-rounds (`fedsim.strategies.STATEFUL_CLIENTS`), which would have to follow a client from worker
+rounds (`fedsim.config.strategies.STATEFUL_CLIENTS`), which would have to follow a client from worker
 to worker.
 """
 
@@ -24,9 +24,9 @@ import os
 import torch
 
 from ...interrupts import ignore_stop_signals
-from ...recorder import RoundStats
-from ...strategies import STATEFUL_CLIENTS, get_strategy
-from .fedavg import FedAvgRounds
+from ...results.recorder import RoundStats
+from ...config.strategies import STATEFUL_CLIENTS, get_strategy
+from .fedavg import InProcessFedAvgRounds
 
 #: Seconds a worker has to exit once told to, before it is killed.
 STOP_TIMEOUT_S = 5.0
@@ -67,8 +67,8 @@ def one_torch_thread():
         torch.set_num_threads(previous)
 
 
-class ParallelFedAvgRounds(FedAvgRounds):
-    """`FedAvgRounds` with each round's clients shared out among this process and ``workers - 1`` forked ones.
+class ParallelFedAvgRounds(InProcessFedAvgRounds):
+    """`InProcessFedAvgRounds` with each round's clients shared out among this process and ``workers - 1`` forked ones.
 
     Parameters
     ----------
@@ -143,7 +143,7 @@ class Worker:
 
     def receive(self) -> tuple[int, float, int, list[torch.Tensor], str]:
         """Wait for the worker's round: samples, loss sum, steps, the algorithm's sums (its buffer is filled), and
-        its first client whose loss was not finite (`fedsim.recorder.RoundStats.nonfinite`).
+        its first client whose loss was not finite (`fedsim.results.recorder.RoundStats.nonfinite`).
         """
         try:
             reply = self.connection.recv()

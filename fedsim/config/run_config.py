@@ -7,7 +7,8 @@ from dataclasses import dataclass, fields
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from .checks import check_choice, check_integer, check_number
+from ..checks import check_choice, check_integer, check_number
+from .keys import field_values
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from .strategies import SETTINGS, get_strategy, unread_message
 
@@ -16,8 +17,8 @@ DYNAMIC_RULES = ("loss", "cosine")
 UNEVEN_MODES = ("join", "cycle")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
-COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.compression` says what each is
-SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")  # FedAvg's server step; `fedsim.fedopt` says what each is
+COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.comm.compression` says what each is
+SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")  # FedAvg's server step; `fedsim.algorithms.fedopt` says what each is
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ class RunConfig:
     """Settings of one run; `fedsim run` flags and ``--config FILE.toml`` keys map onto these fields.
 
     Most fields mean the same to every strategy. These belong to some strategies only
-    (`fedsim.strategies.SETTINGS` is the table), and setting one away from its default under a
+    (`fedsim.config.strategies.SETTINGS` is the table), and setting one away from its default under a
     strategy that does not read it is an error, not a silent no-op:
 
     ===================  ==========================================================
@@ -46,7 +47,7 @@ class RunConfig:
     Parameters
     ----------
     strategy : {"allreduce", "reweighted", "fedavg", "scaffold", "fednova", "moon"}
-        `fedsim.strategies`; scaffold, fednova and moon are FedAvg's round changed by `fedsim.algorithms`.
+        `fedsim.config.strategies`; scaffold, fednova and moon are FedAvg's round changed by `fedsim.algorithms.base`.
     dataset, model : str
         Registry names (`fedsim datasets`, `fedsim models`).
     data_root : str, optional
@@ -108,7 +109,7 @@ class RunConfig:
     server_lr, server_momentum : float
         FedAvg's server optimizer (plain averaging is lr 1, momentum 0; FedAvgM sets momentum).
     server_optimizer : {"sgd", "adagrad", "adam", "yogi"}
-        FedAvg's server optimizer: SGD, or FedOpt's FedAdagrad, FedAdam, FedYogi (`fedsim.fedopt`).
+        FedAvg's server optimizer: SGD, or FedOpt's FedAdagrad, FedAdam, FedYogi (`fedsim.algorithms.fedopt`).
     server_beta1, server_beta2, server_tau : float
         FedOpt's moment decays and adaptivity bound (Reddi et al.'s beta1, beta2, tau; defaults
         0.9, 0.99, 1e-3); beta2 is read by adam and yogi only.
@@ -126,7 +127,7 @@ class RunConfig:
         Evaluate and checkpoint every that many rounds (and always after the last).
     label_smoothing : float
     compression : {"none", "fp16", "bf16", "int8", "powersgd"}
-        allreduce/reweighted: how each rank's gradient travels (`fedsim.compression`); bytes are
+        allreduce/reweighted: how each rank's gradient travels (`fedsim.comm.compression`); bytes are
         counted at the compressed size. ``powersgd`` runs on ``fedsim ddp`` only.
     powersgd_rank : int
         PowerSGD's matrix approximation rank.
@@ -138,7 +139,7 @@ class RunConfig:
         (`fedsim.engines.inprocess.one_step`); otherwise a loop over clients.
     sync_bn : bool
         allreduce/reweighted: BatchNorm statistics over every rank's batch at once
-        (`fedsim.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
+        (`fedsim.comm.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
         rank's loss, not its gradient, so that the sum is the gradient of the weighted loss.
 
     Examples
@@ -302,7 +303,7 @@ class RunConfig:
         Parameters
         ----------
         name : str
-            A strategy (`fedsim.strategies.list_strategies`).
+            A strategy (`fedsim.config.strategies.list_strategies`).
         keep_weights : bool, default False
             Keep this config's ``weights`` rule when ``name`` accepts it; otherwise, and by
             default, ``weights`` becomes ``name``'s default rule.
@@ -311,7 +312,7 @@ class RunConfig:
         -------
         RunConfig
             Every field ``name`` reads is kept; every strategy-specific field it does not read
-            (`fedsim.strategies.SETTINGS`, judged under the new ``weights``) is reset to its default.
+            (`fedsim.config.strategies.SETTINGS`, judged under the new ``weights``) is reset to its default.
 
         Examples
         --------
@@ -331,26 +332,10 @@ class RunConfig:
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:
         """Build a config from a mapping (a ``config.json``'s, less its environment record), rejecting other keys."""
-        from .config_file import field_values
-        from .provenance import ENVIRONMENT_KEY
+        from ..provenance import ENVIRONMENT_KEY
 
-        return cls(**field_values({key: value for key, value in mapping.items() if key != ENVIRONMENT_KEY}, source))
-
-    @classmethod
-    def read_toml(cls, path, command: str = "run") -> dict:
-        """Return a TOML file's settings for ``command`` (`fedsim.config_file.read_settings`), each checked alone."""
-        from .config_file import read_settings
-
-        return read_settings(path, command=command)
-
-    @classmethod
-    def from_toml(cls, path, **overrides) -> RunConfig:
-        """Read a TOML file's settings for ``fedsim run`` (top level, then ``[run]``; not ``out``) and ``overrides``."""
-        from .config_file import merge_settings
-
-        settings = cls.read_toml(path)
-        settings.pop("out", None)
-        return cls.from_mapping(merge_settings(settings, overrides), source=str(path))
+        settings = {key: value for key, value in mapping.items() if key != ENVIRONMENT_KEY}
+        return cls(**field_values(settings, source, FIELD_NAMES))
 
     def _check_server_optimizer(self) -> None:
         """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""
@@ -372,7 +357,7 @@ class RunConfig:
 
     def load_dataset(self):
         """Load the dataset this config names, with its root and options."""
-        from .data import load_dataset
+        from ..data import load_dataset
 
         return load_dataset(self.dataset, root=self.data_root, download=self.download, **self.dataset_options)
 
@@ -389,8 +374,10 @@ class RunConfig:
 
 
 _FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
+#: Every setting's name: the keys a ``config.json`` or a settings file may hold (besides a file's own).
+FIELD_NAMES = frozenset(field.name for field in fields(RunConfig))
 
 
 def setting_defaults() -> dict:
-    """Return the default of every strategy-specific field (`fedsim.strategies.SETTINGS`)."""
+    """Return the default of every strategy-specific field (`fedsim.config.strategies.SETTINGS`)."""
     return {field.name: field.default for field in fields(RunConfig) if field.name in SETTINGS}

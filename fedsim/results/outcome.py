@@ -1,4 +1,4 @@
-"""What a run in other processes (DDP ranks, a Flower ServerApp) left in its folder, read back by the launcher.
+"""What a run ends with (`RunResult`), and what a run in other processes left in its folder, read back.
 
 The launcher waits for those processes, then learns from the folder how the run ended: the
 round its checkpoint holds, whether it diverged, and its rows, summary and final model.
@@ -7,13 +7,23 @@ round its checkpoint holds, whether it diverged, and its rows, summary and final
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .interrupts import RunDiverged
+from ..interrupts import RunDiverged
 from .recorder import divergence_advice
-from .results import RunFolder, read_json, read_rows
+from .folder import RunFolder, read_json, read_rows
+
+
+@dataclass
+class RunResult:
+    """What a run returns, on every engine: the per-round rows, the summary and the final global tensors."""
+
+    rows: list[dict]
+    summary: dict
+    global_state: list[torch.Tensor]
 
 
 def saved_round(out) -> int | None:
@@ -64,12 +74,10 @@ def strategy_summary(out, config) -> dict | None:
 
 
 def finished_result(out, config):
-    """Return the `fedsim.engines.inprocess.RunResult` of a run that finished in ``out``; ``None`` if it did not.
+    """Return the `RunResult` of a run that finished in ``out``; ``None`` if it did not.
 
     Finished means: its summary is written and ``metrics.csv`` holds every round.
     """
-    from .engines.inprocess.loop import RunResult
-
     out = Path(out)
     summary = strategy_summary(out, config)
     rows = written_rows(out)

@@ -11,9 +11,9 @@ import os
 import signal
 from pathlib import Path
 
-from .cli import config_from_args, prepare, report
-from .cli_flags import OneLineParser, add_training_command, add_verbose_flag
-from .interrupts import STOP_SIGNALS, checkpoint_place, exit_status, stop_signal, stopped_by
+from .settings import config_from_args, prepare, report
+from .flags import OneLineParser, add_training_command, add_verbose_flag
+from ..interrupts import STOP_SIGNALS, checkpoint_place, exit_status, stopped_by
 
 #: The longest ``--timeout``: a week, in seconds.
 MAX_TIMEOUT_S = 7 * 24 * 3600
@@ -32,7 +32,7 @@ class LaunchInterrupted(Exception):
     """
 
     def __init__(self, out, signum: int = signal.SIGINT):
-        from .run_outcome import saved_round
+        from ..results.outcome import saved_round
 
         self.signum = int(signum)
         self.checkpoint_round = saved_round(out)
@@ -42,10 +42,10 @@ class LaunchInterrupted(Exception):
 def command_ddp(args) -> None:
     """Run one strategy on real DDP: as a rank under torchrun, or start torchrun with ``--nproc`` ranks."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.distributed import launch, run, under_torchrun
-    from .engines.distributed.launch import check_world_size
-    from .results import RunFolder
-    from .run_outcome import diverged_run
+    from ..engines.distributed import launch, run, under_torchrun
+    from ..engines.distributed.launch import check_world_size
+    from ..results.folder import RunFolder
+    from ..results.outcome import diverged_run
 
     check_timeout(args.timeout)
     if not under_torchrun():
@@ -71,7 +71,7 @@ def command_ddp(args) -> None:
                          "under torchrun")
     check_world_size(config, world_size)
     if leader:
-        from .strategies import get_strategy
+        from ..config.strategies import get_strategy
 
         print(get_strategy(config.strategy).describe(config), flush=True)
     result = run(config, args.out, resume=args.resume, quiet=args.quiet, timeout_s=args.timeout)
@@ -101,9 +101,9 @@ def rank_arguments(argv: list[str]) -> list[str]:
 def command_flower_simulate(args) -> None:
     """Run one strategy as a Flower app on Flower's simulation runtime, one virtual SuperNode per partition."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.flower import check_flower_config, simulate
-    from .results import RunFolder
-    from .strategies import get_strategy
+    from ..engines.flower import check_flower_config, simulate
+    from ..results.folder import RunFolder
+    from ..config.strategies import get_strategy
 
     check_flower_config(config, resume=args.resume)
     check_timeout(args.timeout)
@@ -118,12 +118,12 @@ def command_flower_simulate(args) -> None:
 def command_flower_deploy(args) -> None:
     """Run one strategy as a Flower app on a real SuperLink and one SuperNode per partition, all on 127.0.0.1."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .engines.flower import check_flower_config
-    from .engines.flower.certificates import Certificates
-    from .engines.flower.federation import LocalFederation, check_authentication, check_port_free
-    from .engines.flower.launch import run_app
-    from .results import RunFolder
-    from .strategies import get_strategy
+    from ..engines.flower import check_flower_config
+    from ..engines.flower.certificates import Certificates
+    from ..engines.flower.federation import LocalFederation, check_authentication, check_port_free
+    from ..engines.flower.launch import run_app
+    from ..results.folder import RunFolder
+    from ..config.strategies import get_strategy
 
     check_flower_config(config, resume=args.resume)
     check_timeout(args.timeout)
@@ -153,7 +153,7 @@ def command_flower_deploy(args) -> None:
 
 def command_flower_certs(args) -> None:
     """Write a certificate authority and a server certificate for `fedsim flower deploy --tls`."""
-    from .engines.flower.certificates import write_certificates
+    from ..engines.flower.certificates import write_certificates
 
     certificates = write_certificates(args.folder, args.host, days=args.days, force=args.force)
     print(f"wrote {certificates.ca}, {certificates.certificate} and {certificates.key} (keep the key private); "
@@ -162,7 +162,7 @@ def command_flower_certs(args) -> None:
 
 def command_flower_node_key(args) -> None:
     """Write a SuperNode's key pair for a SuperLink that authenticates its SuperNodes."""
-    from .engines.flower.certificates import write_node_key
+    from ..engines.flower.certificates import write_node_key
 
     key = write_node_key(args.folder, args.name, force=args.force)
     print(f"wrote {key.private} (keep it on the SuperNode) and {key.public}; on the SuperLink's side: "

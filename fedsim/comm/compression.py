@@ -4,14 +4,14 @@
 ``none``       the gradient as it is
 ``fp16``       PyTorch's ``fp16_compress_hook``: each rank sends ``fp16(g) / K``, summed in fp16
 ``bf16``       the same in bfloat16 (``bf16_compress_hook``)
-``int8``       `fedsim.hooks.int8_compress_hook`: each gradient tensor quantized to 8 bits with a
+``int8``       `fedsim.comm.hooks.int8_compress_hook`: each gradient tensor quantized to 8 bits with a
                scale shared by all ranks (the largest magnitude over the ranks / 127), all-gathered
 ``powersgd``   PyTorch's ``powerSGD_hook`` (Vogels et al., NeurIPS 2019), rank ``powersgd_rank``,
                with error feedback; on ``fedsim ddp`` only
 =============  ==========================================================================
 
 Each scheme averages over the K ranks, as DDP does; reweighted scales rank r's gradient by
-``w_r * K`` first (`fedsim.hooks.weighted`), so the ranks still receive ``sum_r w_r g_r``, compressed.
+``w_r * K`` first (`fedsim.comm.hooks.weighted`), so the ranks still receive ``sum_r w_r g_r``, compressed.
 The in-process engine applies the same functions to its ranks' gradients, so with 2 ranks the two
 engines agree exactly; with more, the order in which the all-reduce adds the compressed values
 may differ by a rounding.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .config import COMPRESSIONS
+from ..config.run_config import COMPRESSIONS
 
 __all__ = ["COMPRESSIONS", "check_in_process", "dequantize_mean", "int8_scale", "quantize_int8", "simulate", "wire_bytes"]
 HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}

@@ -37,8 +37,8 @@ import torch
 from partitions import Partition
 from partitions._io import read_text, write_atomic
 
-from .interrupts import STOP_SIGNALS
-from .provenance import ENVIRONMENT_KEY, environment
+from ..interrupts import STOP_SIGNALS
+from ..provenance import ENVIRONMENT_KEY, environment
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -61,7 +61,7 @@ class RunFolder:
     path : str or Path
         The run's folder; created when missing.
     kind : {"run", "comparison"}
-        What the marker says the folder holds (`fedsim.compare` keeps one run per strategy
+        What the marker says the folder holds (`fedsim.comparison` keeps one run per strategy
         inside a comparison folder).
     """
 

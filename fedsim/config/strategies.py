@@ -13,7 +13,7 @@ strategy       local work per round         weights                             
 =============  ===========================  ==========================================  ========================
 
 With plain SGD, tau = 1 and equal weights, fedavg's arithmetic equals allreduce's. What
-scaffold, fednova and moon change in FedAvg's round is `fedsim.algorithms`.
+scaffold, fednova and moon change in FedAvg's round is `fedsim.algorithms.base`.
 
 Most `fedsim.config.RunConfig` fields mean the same to every strategy. The few that do not are
 listed once, in `SETTINGS`: which strategies read each, under which weight rule, and what it is.
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .registry import Registry
+from ..registry import Registry
 
 
 @dataclass(frozen=True)

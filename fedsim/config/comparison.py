@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
-from .checks import check_choice
-from .config import WEIGHT_RULES, RunConfig, setting_defaults
-from .config_file import field_values
+from ..checks import check_choice
+from .run_config import FIELD_NAMES, WEIGHT_RULES, RunConfig, setting_defaults
+from .keys import field_values
 from .strategies import check_strategy_names, get_strategy, rule_for, unread_message
 
 
@@ -46,7 +46,7 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
     (1.0, 0.5)
     """
     names = check_strategy_names(strategies)
-    values = field_values(mapping, source)
+    values = field_values(mapping, source, FIELD_NAMES)
     if "strategy" in values:
         raise ValueError(
             f"`strategy`={values['strategy']!r} does not apply to a comparison, which runs each strategy in "

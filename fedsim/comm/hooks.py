@@ -23,7 +23,7 @@ call it, and the exchange leaves it out.
 import torch
 import torch.distributed as dist
 
-from .aggregate import aggregation_weights
+from ..aggregate import aggregation_weights
 from .compression import (
     POWERSGD_MIN_COMPRESSION_RATE,
     POWERSGD_START_STEP,
@@ -151,7 +151,7 @@ def int8_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.
     all-gathered, since their sum would overflow 8 bits: each rank receives the K - 1 others'
     tensors, more than a ring all-reduce of float32 moves once K > 8. The shared scale lets the
     ranks add the integers exactly; the rounding error is at most half a step per element.
-    (`fedsim.compression.simulate` is the same arithmetic for the in-process engine.)
+    (`fedsim.comm.compression.simulate` is the same arithmetic for the in-process engine.)
     """
     group = process_group if process_group is not None else dist.group.WORLD
     world_size = dist.get_world_size(group)
@@ -178,7 +178,7 @@ def int8_compress_hook(process_group, bucket: dist.GradBucket) -> torch.futures.
 
 
 def averaging_hook(compression: str, *, powersgd_rank: int = 2, seed: int = 0):
-    """Return ``(hook, state)``: the averaging hook of a `fedsim.compression` scheme, or ``None`` for ``"none"``.
+    """Return ``(hook, state)``: the averaging hook of a `fedsim.comm.compression` scheme, or ``None`` for ``"none"``.
 
     PyTorch's own hooks where it has them: ``fp16_compress_hook``, ``bf16_compress_hook`` and
     ``powerSGD_hook``; `int8_compress_hook` otherwise. Register one with

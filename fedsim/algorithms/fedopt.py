@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from .config import SERVER_OPTIMIZERS
-from .optim import OneGroupOptimizer
+from ..config.run_config import SERVER_OPTIMIZERS
+from ..optim import OneGroupOptimizer
 
 
 class FedOptAdaptive(OneGroupOptimizer):

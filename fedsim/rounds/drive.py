@@ -10,7 +10,7 @@ def drive(recorder, rounds, evaluate) -> dict:
 
     Parameters
     ----------
-    recorder : fedsim.recorder.Recorder
+    recorder : fedsim.results.recorder.Recorder
         Started (and restored, when resuming).
     rounds : object
         The engine's rounds: ``train_round(round, samples_before, target)``, ``global_state``

@@ -6,14 +6,15 @@ import warnings
 
 from partitions._io import write_atomic
 
-from .engines.inprocess import RunResult, run
+from .engines.inprocess import run
+from .results.outcome import RunResult
 from .interrupts import RunDiverged
-from .partitioning import partition_for
-from .comparison_configs import check_same_strategies, comparison_settings
-from .recorder import grid_record, run_title
-from .results import RunFolder, read_json
+from .config.partitioning import partition_for
+from .config.comparison import check_same_strategies, comparison_settings
+from .results.recorder import grid_record, run_title
+from .results.folder import RunFolder, read_json
 from .schedule import SampleGrid
-from .strategies import check_strategy_names, get_strategy
+from .config.strategies import check_strategy_names, get_strategy
 
 
 #: Where `compare` runs the strategies: this process, or Flower's simulation engine.
@@ -42,7 +43,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     quiet : bool, default True
     configs : dict, optional
         Strategy -> its own config, instead of deriving each from ``config``
-        (`fedsim.comparison_configs.comparison_configs` builds them from command-line settings).
+        (`fedsim.config.comparison.comparison_configs` builds them from command-line settings).
     data, partition : optional
         Already-loaded data and already-made partition (the in-process engine reuses them; a
         Flower run makes its own, the same, from the config).
@@ -63,7 +64,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     Returns
     -------
     dict
-        Strategy -> `fedsim.engines.inprocess.RunResult`.
+        Strategy -> `fedsim.results.outcome.RunResult`.
     """
     strategies = check_strategy_names(strategies)
     configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
@@ -97,7 +98,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     folder.write_summary({name: result.summary for name, result in results.items()})
     title = run_title(config, partition)  # the table alone would not say what was compared
     write_atomic(out / "comparison.txt", f"{title}\n\n{comparison_table(results)}\n")
-    from .plots import learning_curves
+    from .results.plots import learning_curves
 
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
                     title=title)
@@ -136,7 +137,7 @@ def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
     """Check, changing nothing, that ``out`` can take this comparison, or holds it to resume; return its folder.
 
     Resuming needs the same strategies and the same settings of each (each strategy's own run
-    folder is checked as `fedsim.results.RunFolder.check` checks a run).
+    folder is checked as `fedsim.results.folder.RunFolder.check` checks a run).
     """
     folder = RunFolder(out, kind="comparison")
     folder.check(resume=resume)

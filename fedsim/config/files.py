@@ -7,17 +7,16 @@ run config), flags laid over a file. Every error names the source, and for a fil
 from __future__ import annotations
 
 import json
-import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import fields
 from pathlib import Path
 
 from partitions._io import read_text
 
-from .config import RunConfig
+from .keys import field_values, line_of
+from .run_config import FIELD_NAMES, RunConfig
 from .partitioning import SCHEME_SETTINGS
-from .provenance import ENVIRONMENT_KEY
+from ..provenance import ENVIRONMENT_KEY
 from .strategies import SETTINGS
 
 
@@ -62,13 +61,13 @@ def read_settings(path, command: str = "run") -> dict:
         tables = _command_tables(text, path)
     settings = {}
     for table, data in tables.items():
-        values = field_values(data, str(path), text=text, table=table, extra=FILE_KEYS)
+        values = field_values(data, str(path), FIELD_NAMES | set(FILE_KEYS), text=text, table=table)
         for name, value in values.items():
-            _check_value(name, value, path, _line_of(text, name, table))
+            _check_value(name, value, path, line_of(text, name, table))
         if table in (None, command):
             settings = merge_settings(settings, values)
     if "strategies" in settings and command != "compare":
-        raise ValueError(f"{path}{_line_of(text, 'strategies', command if command in tables else None)}: "
+        raise ValueError(f"{path}{line_of(text, 'strategies', command if command in tables else None)}: "
                          f"`strategies` is read by `fedsim compare` only; put it in a [compare] table")
     return settings
 
@@ -94,7 +93,7 @@ def _command_tables(text: str, path: Path) -> dict:
     for command in COMMAND_TABLES:
         if command in data:
             if not isinstance(data[command], dict):
-                raise ValueError(f"{path}{_line_of(text, command)}: `{command}` must be a table ([{command}]) of the "
+                raise ValueError(f"{path}{line_of(text, command)}: `{command}` must be a table ([{command}]) of the "
                                  f"settings of `fedsim {command}`, got {data[command]!r}")
             tables[command] = data[command]
     return tables
@@ -137,48 +136,6 @@ def merge_settings(base: Mapping, overrides: Mapping) -> dict:
     return merged
 
 
-def field_values(mapping: Mapping, source: str, *, text: str | None = None, table: str | None = None,
-                 extra: tuple = ()) -> dict:
-    """Return ``mapping`` with dashes in its keys read as underscores, refusing keys that are not fields.
-
-    Parameters
-    ----------
-    mapping : mapping
-        Key -> value, keys spelled with dashes or underscores.
-    source : str
-        Where the mapping comes from, for error messages.
-    text, table : optional
-        The file's text and the table holding ``mapping``, so that errors give the line.
-    extra : tuple of str
-        Keys accepted besides the fields (a file's ``out`` and ``strategies``).
-
-    Raises
-    ------
-    ValueError
-        An unknown key (with the nearest known one), or one key spelled twice
-        (``local-epochs`` and ``local_epochs``).
-    """
-    import difflib
-
-    known = {field.name for field in fields(RunConfig)} | set(extra)
-    values, spelled = {}, {}
-    for key, value in mapping.items():
-        name = str(key).replace("-", "_")
-        if name == "dataset_option":  # the flag's own spelling, --dataset-option
-            name = "dataset_options"
-        if name in spelled:
-            raise ValueError(f"{source}{_line_of(text, name, table, last=True)}: {spelled[name]!r} and {key!r} set "
-                             f"the same setting; keep one of them")
-        values[name], spelled[name] = value, key
-    unknown = sorted(set(values) - known)
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(known), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ValueError(f"unknown key {spelled[unknown[0]]!r} in {source}{_line_of(text, unknown[0], table)}{hint}; "
-                         f"known keys: {', '.join(sorted(known))}")
-    return values
-
-
 def _where_read(name: str) -> dict:
     """Return the settings under which field ``name`` is read, so it can be checked alone."""
     context = {}
@@ -194,21 +151,11 @@ def _where_read(name: str) -> dict:
     return context
 
 
-def _line_of(text: str | None, name: str, table: str | None = None, *, last: bool = False) -> str:
-    """Return ", line N" for the line that sets ``name`` in ``table`` (``None``: the top level), or "".
+def from_toml(path, **overrides) -> RunConfig:
+    """Return the `RunConfig` of a TOML file's settings for ``fedsim run`` (top level, then ``[run]``; not ``out``).
 
-    Dashes or underscores, quoted or not. ``last`` finds the last such line (a key's second spelling).
+    ``overrides`` are laid over the file's settings, as flags are.
     """
-    if text is None:
-        return ""
-    spelled = "[-_]".join(map(re.escape, name.split("_")))
-    found, current = [], None
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = re.match(r"\s*\[\s*([\w-]+)", line)
-        if header:
-            current = header.group(1)
-        elif current == table and re.match(rf'\s*"?{spelled}"?\s*=', line):
-            found.append(number)
-    if not found:
-        return ""
-    return f", line {found[-1] if last else found[0]}"
+    settings = read_settings(path)
+    settings.pop("out", None)
+    return RunConfig.from_mapping(merge_settings(settings, overrides), source=str(path))

@@ -13,10 +13,10 @@ import re
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from .config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, SERVER_OPTIMIZERS, UNEVEN_MODES, WEIGHT_RULES,
+from ..config.run_config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, SERVER_OPTIMIZERS, UNEVEN_MODES, WEIGHT_RULES,
                      RunConfig)
-from .partitioning import SCHEMES
-from .strategies import list_strategies
+from ..config.partitioning import SCHEMES
+from ..config.strategies import list_strategies
 
 PARTITION_FIELDS = (
     "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
@@ -107,7 +107,7 @@ class LazyChoices:
 
 
 def _model_names() -> list[str]:
-    from .models import list_models
+    from ..models import list_models
 
     return list_models()
 
@@ -121,7 +121,7 @@ CHOICES = {
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {
     "num_classes_per_partition": "classes_per_partition",  # partitions.pathological, extended_dirichlet
-    "scheme": "partition",  # fedsim.partitioning.make_partition
+    "scheme": "partition",  # fedsim.config.partitioning.make_partition
     "root": "data_root",  # fedsim.data.load_dataset
 }
 

@@ -27,7 +27,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .client import set_state
+from ..client import set_state
+from .base import RoundAlgorithm
+from .client_state import ClientStates
 
 
 def representation_layer(model: nn.Module) -> nn.Linear:
@@ -107,3 +109,24 @@ class ModelContrast:
                               F.cosine_similarity(local, previous[-1], dim=-1)], dim=1) / self.temperature
         # the positive pair is class 0
         return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
+
+
+class Moon(RoundAlgorithm):
+    """MOON (Li et al., CVPR 2021): FedAvg whose clients add the model-contrastive loss (`fedsim.algorithms.moon`).
+
+    Each client's last trained model is its "previous model" in the next round it takes part in,
+    held in `fedsim.algorithms.client_state.ClientStates` (parameters and BatchNorm statistics, for eval mode).
+    """
+
+    def __init__(self, config, model, global_state):
+        super().__init__(config, model, global_state)
+        self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
+        self.client_states = ClientStates(global_state)
+
+    def client_terms(self, client, global_state) -> dict:
+        """Return the contrast against the global model and ``client``'s previous one (none the first time)."""
+        return {"contrast": self.contrast.for_client(global_state, self.client_states.get(client))}
+
+    def after_client(self, client, global_state, trained, num_steps) -> None:
+        """Keep ``client``'s trained model as its previous model."""
+        self.client_states.put(client, trained)

@@ -1,7 +1,7 @@
 """The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``flower``, ``partition``, ``datasets``, ``models``.
 
-Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli_flags`); the
-commands that start processes, ``ddp`` and ``flower``, are in `fedsim.cli_launch`.
+Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli.flags`); the
+commands that start processes, ``ddp`` and ``flower``, are in `fedsim.cli.launch`.
 Precedence: the field's default, then (on ``--resume``) the run's own ``config.json``, then the ``--config``
 file, then flags given on the command line.
 
@@ -16,112 +16,27 @@ lower, and exit status 3 (`fedsim.interrupts.DIVERGED`), so that a script can te
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import sys
 import warnings
 from pathlib import Path
 
-from . import __version__
-from .cli_flags import (PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, add_verbose_flag,
+from .. import __version__
+from .flags import (PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, add_verbose_flag,
                         flag_message)
-from .comparison_configs import check_same_strategies, comparison_configs
-from .config import RunConfig
-from .config_file import merge_settings, strategy_list
-
-# What `fedsim compare` compares when neither `--strategies` nor the settings file names strategies.
-DEFAULT_STRATEGIES = "allreduce,reweighted,fedavg"
-
-
-def settings_from_args(args) -> tuple[dict, str]:
-    """Return the run's settings and where they come from, setting ``args.out`` (and compare's ``args.strategies``).
-
-    Precedence, lowest first: the fields' defaults; on ``--resume``, the settings the run in
-    ``--out`` recorded in its ``config.json`` (so resuming needs only ``--out``, and ``--rounds``
-    to extend); the ``--config`` file; the flags. With ``--partition-file`` and no
-    ``--num-partitions``, the file's number of partitions is taken.
-    """
-    names = {field.name for field in dataclasses.fields(RunConfig)}
-    flags = {key: value for key, value in vars(args).items() if key in names}
-    config_file = getattr(args, "config", None)
-    from_file = RunConfig.read_toml(config_file, command=args.command) if config_file else {}
-    saved = {}
-    if hasattr(args, "resume"):  # a command that trains into a results folder
-        args.out = args.out or from_file.get("out")  # the flag wins
-        if not args.out:
-            raise ValueError("`--out` is required: name the results folder (or set `out` in the `--config` file)")
-        saved = recorded_settings(Path(args.out), args.command) if args.resume else {}
-    from_file.pop("out", None)
-    if args.command == "compare":
-        compared = saved.pop("strategies", None)
-        listed = (args.strategies, from_file.pop("strategies", None), compared)
-        given = next((strategies for strategies in listed if strategies), DEFAULT_STRATEGIES)
-        args.strategies = ",".join(strategy_list(given))
-        if compared:  # before the settings meet the other list, which would blame one of them
-            check_same_strategies(args.out, strategy_list(compared), strategy_list(given))
-    settings = merge_settings(merge_settings(saved, from_file), flags)
-    sources = [f"{args.out}/config.json"] * bool(saved) + [str(config_file)] * bool(config_file)
-    source = " and ".join(sources) or "the flags"
-    if settings.get("partition_file") and "num_partitions" not in settings:
-        from .partitioning import load_partition_file
-
-        settings["num_partitions"] = load_partition_file(settings["partition_file"]).num_partitions
-    return settings, source
-
-
-def recorded_settings(out: Path, command: str) -> dict:
-    """Return the settings a run (or, for ``compare``, a comparison) recorded in ``out/config.json``.
-
-    Nothing when ``out`` holds no such run: `fedsim.results.RunFolder.check` then says what it lacks.
-    A comparison of an earlier format recorded FedAvg's config; its ``strategy`` is left out.
-    """
-    from .config_file import read_settings
-    from .results import RunFolder
-
-    path = out / "config.json"
-    if not path.is_file() or not RunFolder(out, "comparison" if command == "compare" else "run").holds_run():
-        return {}
-    settings = read_settings(path, command="compare" if command == "compare" else "run")
-    if command == "compare":
-        settings.pop("strategy", None)
-    return settings
-
-
-def config_from_args(args) -> RunConfig:
-    """Return the `RunConfig` of the parsed flags on top of ``--config`` (if given) and the defaults."""
-    settings, source = settings_from_args(args)
-    try:
-        return RunConfig.from_mapping(settings, source=source)
-    except (ValueError, TypeError) as error:
-        if source == "the flags":
-            raise
-        raise type(error)(f"{error} (settings from {source} and the flags)") from None
-
-
-def prepare(config: RunConfig):
-    """Load the data, make the partition, build the model and train it on a tiny batch once, so that a bad
-    setting fails before any output (`fedsim.build.check_model_fits`).
-
-    Returns the data and the partition, for the run to reuse.
-    """
-    from .build import build_model, check_model_fits
-    from .partitioning import partition_for
-
-    data = config.load_dataset()
-    partition = partition_for(config, data.train_labels.numpy())
-    check_model_fits(build_model(config, data), config, data, partition)
-    return data, partition
-
+from ..config.comparison import comparison_configs
+from ..config.files import strategy_list
+from .settings import DEFAULT_STRATEGIES, config_from_args, prepare, settings_from_args
 
 def command_run(args) -> None:
     """Run one strategy and print a one-screen summary."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from .compare import comparison_table
-    from .engines.inprocess import run
-    from .engines.inprocess.parallel import check_workers
-    from .results import RunFolder
-    from .strategies import get_strategy
+    from ..comparison import comparison_table
+    from ..engines.inprocess import run
+    from ..engines.inprocess.parallel import check_workers
+    from ..results.folder import RunFolder
+    from ..config.strategies import get_strategy
 
     check_workers(args.workers, config)
     RunFolder(args.out).check(resume=args.resume, config=config)
@@ -140,8 +55,8 @@ def command_compare(args) -> None:
     settings, source = settings_from_args(args)
     names = strategy_list(args.strategies)
     configs = comparison_configs(settings, names, source=source)  # before importing torch
-    from .compare import check_comparison, check_engine, compare, comparison_table
-    from .strategies import get_strategy
+    from ..comparison import check_comparison, check_engine, compare, comparison_table
+    from ..config.strategies import get_strategy
 
     check_engine(args.engine, configs, resume=args.resume)
     if args.verbose and args.engine != "flower":
@@ -159,20 +74,11 @@ def command_compare(args) -> None:
           f"rows: {args.out}/metrics.csv   summary: {args.out}/summary.json")
 
 
-def report(config, result, out) -> None:
-    """Print a finished run's one-line table and where its folder is."""
-    from .compare import comparison_table
-
-    print()
-    print(comparison_table({config.strategy: result}))
-    print(f"\nresults in {out}/ (as `fedsim run` writes them)")
-
-
 def command_partition(args) -> None:
     """Partition a dataset's training labels, save the partition and print its heterogeneity."""
     from partitions.metrics import summary
 
-    from .partitioning import partition_for
+    from ..config.partitioning import partition_for
 
     config = config_from_args(args)
     if not str(args.out).lower().endswith(".json"):
@@ -212,21 +118,21 @@ def check_new_file(path, flag: str, *, force: bool) -> None:
 
 def command_datasets(args) -> None:
     """List the registered datasets: embedded, on disk under the data root, or missing."""
-    from .data.where import dataset_table
+    from ..data.where import dataset_table
 
     print(dataset_table(args.data_root))
 
 
 def command_models(args) -> None:
     """List the registered classifiers."""
-    from .models import list_models
+    from ..models import list_models
 
     print("\n".join(list_models()))
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``fedsim`` argument parser."""
-    from .cli_launch import add_launch_commands
+    from .launch import add_launch_commands
 
     parser = OneLineParser(prog="fedsim", description="Federated / Non-IID simulation for image classification")
     parser.add_argument("--version", action="version", version=f"fedsim {__version__}")
@@ -264,9 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     """Run the command line; bad input ends with one error line, naming the flag at fault, and exit status 2."""
-    from .cli_launch import LaunchInterrupted
-    from .interrupts import DIVERGED, RunDiverged, RunInterrupted, exit_status, ignore_stop_signals, stop_on_sigterm
-    from .interrupts import stop_signal, stopped_by
+    from .launch import LaunchInterrupted
+    from ..interrupts import DIVERGED, RunDiverged, RunInterrupted, exit_status, ignore_stop_signals, stop_on_sigterm
+    from ..interrupts import stop_signal, stopped_by
 
     stop_on_sigterm()  # SIGTERM then stops a run as Ctrl-C does, through the same handlers
     parser = build_parser()
@@ -276,7 +182,7 @@ def main(argv=None) -> int:
     if args.command == "flower":
         name = f"fedsim flower {args.flower_command}"
     if args.command == "ddp":
-        from .engines.distributed import under_torchrun
+        from ..engines.distributed import under_torchrun
 
         rank = int(os.environ["RANK"]) if under_torchrun() else None
     # A torchrun rank other than 0 on a single node sees what rank 0 sees: rank 0 alone reports bad

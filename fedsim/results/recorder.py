@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .interrupts import RunDiverged, RunInterrupted, stop_signal
-from .results import RunFolder, deferred_interrupt
-from .schedule import SampleGrid
+from ..interrupts import RunDiverged, RunInterrupted, stop_signal
+from .folder import RunFolder, deferred_interrupt
+from ..schedule import SampleGrid
 
 CHECKPOINT_FORMAT = 2
 MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
@@ -114,14 +114,14 @@ class Recorder:
     config : fedsim.config.RunConfig
     partition : partitions.Partition
     out : str or Path, optional
-        The run's folder (`fedsim.results.RunFolder`); without it nothing is written.
+        The run's folder (`fedsim.results.folder.RunFolder`); without it nothing is written.
     resume : bool, default False
         Continue from ``out``'s checkpoint (`start` returns it).
     multilabel : bool, default False
         The task is multi-label: rows carry its F1 and mAP columns, and its subset accuracy as
         ``test_accuracy``.
     grid : fedsim.schedule.SampleGrid, optional
-        The samples each round is worth; the config's own by default. `fedsim.compare` gives
+        The samples each round is worth; the config's own by default. `fedsim.comparison` gives
         allreduce and reweighted FedAvg's grid, which is then recorded in ``config.json``.
     quiet : bool, default True
         No progress bar.

@@ -1,0 +1,90 @@
+"""SCAFFOLD (Karimireddy et al., ICML 2020): each local step corrected by the server's and the client's control variates."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import RoundAlgorithm
+from .client_state import ClientStates
+
+
+class Scaffold(RoundAlgorithm):
+    """SCAFFOLD (Karimireddy et al., "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning", ICML 2020).
+
+    Option II control variates. Client ``k`` trains with every step followed by
+    ``y -= lr * (c - c_k)`` (the correction applied after the optimizer step, as NIID-Bench and
+    Flower's baseline do; with plain SGD it is the paper's ``y -= lr * (g(y) - c_k + c)``), then
+    ``c_k+ = c_k - c + (x - y_k) / (K lr)`` over its ``K`` steps, and it sends
+    ``dc_k = c_k+ - c_k`` with its model. The server averages the models as FedAvg (its server
+    step is the paper's global step size) and moves ``c += sum(dc_k) / N`` over the ``N``
+    clients. Controls cover the parameters; BatchNorm statistics are averaged as FedAvg does.
+    Each client's ``c_k`` is held in `fedsim.algorithms.client_state.ClientStates`: one flat copy of the
+    parameters per client that has trained. A client sends and receives a control variate
+    besides the model: twice FedAvg's bytes for a model without buffers.
+    """
+
+    def __init__(self, config, model, global_state):
+        super().__init__(config, model, global_state)
+        params = global_state[: self.num_params]
+        self.lr, self.num_clients = config.lr, config.num_partitions
+        self.server_control = [torch.zeros_like(param) for param in params]
+        self.client_states = ClientStates(params)
+        self.control_sum = [torch.zeros_like(param) for param in params]
+        self.extra_bytes = self.client_states.bytes_per_client()
+
+    def begin_round(self) -> None:
+        """Zero the round's sum of control-variate changes."""
+        torch._foreach_zero_(self.control_sum)
+
+    def client_terms(self, client, global_state) -> dict:
+        """Return ``c - c_k``, the correction of each of ``client``'s steps."""
+        own = self.client_states.get(client)
+        if own is None:  # c_k starts at zero
+            return {"correction": [control.clone() for control in self.server_control]}
+        return {"correction": torch._foreach_sub(self.server_control, own)}
+
+    @torch.no_grad()
+    def after_client(self, client, global_state, trained, num_steps) -> None:
+        """Update ``c_k`` by option II and add its change to the round's sum."""
+        params = trained[: self.num_params]
+        change = torch._foreach_sub(global_state[: self.num_params], params)
+        torch._foreach_div_(change, num_steps * self.lr)
+        torch._foreach_sub_(change, self.server_control)  # dc_k = (x - y_k) / (K lr) - c
+        own = self.client_states.get(client)
+        self.client_states.put(client, change if own is None else torch._foreach_add(own, change))
+        torch._foreach_add_(self.control_sum, change)
+
+    def sums(self) -> list[torch.Tensor]:
+        """The round's sum of control-variate changes."""
+        return self.control_sum
+
+    @torch.no_grad()
+    def end_round(self) -> None:
+        """Move the server's control variate: ``c += sum(dc_k) / N``."""
+        torch._foreach_add_(self.server_control, self.control_sum, alpha=1.0 / self.num_clients)
+
+    def state_dict(self) -> dict:
+        """The server's and every client's control variates."""
+        return {**super().state_dict(), "server_control": [control.clone() for control in self.server_control]}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore `state_dict` output."""
+        super().load_state_dict(state)
+        torch._foreach_copy_(self.server_control, state["server_control"])
+
+    def broadcast(self) -> list[torch.Tensor]:
+        """The server's control variate ``c``."""
+        return self.server_control
+
+    def receive_broadcast(self, tensors) -> None:
+        """Take in the server's ``c``."""
+        torch._foreach_copy_(self.server_control, tensors)
+
+    def reply(self) -> list[torch.Tensor]:
+        """The client's ``dc_k`` (the round's sum holds that client's alone)."""
+        return self.control_sum
+
+    @torch.no_grad()
+    def add_reply(self, tensors) -> None:
+        """Add a client's ``dc_k`` to the round's sum."""
+        torch._foreach_add_(self.control_sum, list(tensors))
