@@ -61,16 +61,18 @@ def written_rows(out) -> list[dict]:
 
 
 def strategy_summary(out, config) -> dict | None:
-    """Return ``config.strategy``'s summary from ``out/summary.json``, its nulls as NaN; ``None`` when absent.
+    """Return ``config.strategy``'s summary from ``out/summary.json``, its null numbers as NaN; ``None`` when absent.
 
     The file writes a number that is not finite as ``null`` (valid JSON); a result read back
-    holds NaN there, as the run's own summary did.
+    holds NaN there, as the run's own summary did. The ``diverged_*`` fields say where and why
+    a run diverged, or hold ``null``, which they keep.
     """
     path = Path(out) / "summary.json"
     summary = read_json(path).get(config.strategy) if path.exists() else None
     if not isinstance(summary, dict):
         return None
-    return {key: math.nan if value is None else value for key, value in summary.items()}
+    return {key: math.nan if value is None and not key.startswith("diverged") else value
+            for key, value in summary.items()}
 
 
 def finished_result(out, config):

@@ -2,7 +2,8 @@
 
 Start it with ``torchrun --nproc_per_node=N -m fedsim ddp ...`` (or any launcher that sets
 ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``), or with
-``fedsim ddp --nproc N ...``, which starts torchrun on 127.0.0.1 itself.
+``fedsim ddp --nproc N ...``, which starts torchrun on 127.0.0.1 itself. The names in ``__all__``
+are its public surface; its modules are internal.
 """
 
 from .launch import launch, under_torchrun
