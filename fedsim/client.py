@@ -90,8 +90,7 @@ def client_update(
     noise_sigma: float = 0.0,
     return_delta: bool = True,
     scaler: torch.amp.GradScaler | None = None,
-    correction: list[torch.Tensor] | None = None,
-    contrast=None,
+    terms=None,
 ) -> ClientUpdate:
     """Train ``model`` from ``global_state`` on the client's samples and return the delta.
 
@@ -127,11 +126,9 @@ def client_update(
         The fp16 loss scaler to use on CUDA with ``amp``; pass one that lives across clients so
         each client does not restart from the initial scale (and skip its first steps). A new
         one is made when omitted.
-    correction : list of Tensor, optional
-        SCAFFOLD's ``c - c_k``, one tensor per parameter: every optimizer step is followed by
-        ``param -= lr * correction`` (`fedsim.algorithms.scaffold.Scaffold`).
-    contrast : fedsim.algorithms.moon.ModelContrast, optional
-        MOON's contrastive term, added to each sample's loss (`fedsim.algorithms.moon.Moon`).
+    terms : fedsim.algorithms.LocalTerms, optional
+        What the run's algorithm changes in this client's training (`fedsim.algorithms.Algorithm.local_terms`):
+        a loss per sample, a penalty per step, a correction after each step.
 
     Returns
     -------
@@ -147,7 +144,8 @@ def client_update(
     generator = torch_generator(seed, Stream.CLIENT_DATA, round, client)
     set_state(model, global_state)
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
+    all_params = list(model.parameters())
+    params = [p for p in all_params if p.requires_grad]
     opt = training.optimizer.build(params)
     scaler = (scaler or loss_scaler(True, device)) if training.amp and device.type == "cuda" else None
     anchors = [p.detach().clone() for p in params] if training.prox_mu > 0 else None
@@ -155,7 +153,7 @@ def client_update(
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0
     with seeded_global_rng(derive_seed(seed, Stream.CLIENT_DROPOUT, round, client), device), \
-            contrast.training(model) if contrast is not None else contextlib.nullcontext():
+            terms.training(model) if terms is not None else contextlib.nullcontext():
         for batch in local_batches(shard, training, generator):
             opt.zero_grad(set_to_none=True)
             for chunk in batch.chunk(training.micro_batches):
@@ -163,7 +161,9 @@ def client_update(
                 loss_sum += local_gradient(model, data, chunk, task=task, generator=generator,
                                            weight=1.0 / batch.numel(), class_weights=class_weights,
                                            noise_sigma=noise_sigma, amp=training.amp, scaler=scaler,
-                                           contrast=contrast).loss_sum
+                                           terms=terms).loss_sum
+            if terms is not None and (penalty := terms.penalty(all_params)) is not None:
+                (scaler.scale(penalty) if scaler else penalty).backward()
             if scaler and anchors is not None:
                 scaler.unscale_(opt)  # the proximal term must be added to true, not scaled, gradients
             if anchors is not None:
@@ -175,9 +175,9 @@ def client_update(
                 scaler.update()
             else:
                 opt.step()
-            if correction is not None:
+            if terms is not None:
                 with torch.no_grad():
-                    torch._foreach_add_(list(model.parameters()), correction, alpha=-training.optimizer.lr)
+                    terms.after_step(all_params)
             processed += batch.numel()
             steps += 1
 

@@ -67,7 +67,8 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
         Strategy -> `fedsim.results.outcome.RunResult`.
     """
     strategies = check_strategy_names(strategies)
-    configs = dict(configs) if configs is not None else {name: strategy_config(config, name) for name in strategies}
+    configs = list(configs.values()) if configs is not None else [strategy_config(config, name) for name in strategies]
+    configs = {run_config.label: run_config for run_config in configs}  # a user's algorithm by its name
     run_strategy = engine_runner(engine, configs, resume=resume, verbose=verbose)
     folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
@@ -78,7 +79,8 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     # the settings as given once (each strategy's folder checks its own on resume); rewritten on resume, so that
     # config.json says the rounds the comparison now runs to, and a resume from it needs only `--out`
     resumed_from = min(RunFolder(out / name).checkpoint_round() for name in configs) if resume else None
-    folder.write_config({**comparison_settings(configs), "strategies": list(configs)}, from_round=resumed_from)
+    folder.write_config({**comparison_settings(configs), "strategies": [c.strategy for c in configs.values()]},
+                        from_round=resumed_from)
     if not resume:
         partition.save(out / "partition.json")
     # every strategy reports on FedAvg's samples grid
@@ -143,7 +145,8 @@ def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
     folder.check(resume=resume)
     if not resume:
         return folder
-    check_same_strategies(folder.path, read_json(folder.path / "config.json").get("strategies"), list(configs))
+    check_same_strategies(folder.path, read_json(folder.path / "config.json").get("strategies"),
+                          [run_config.strategy for run_config in configs.values()])
     grid = SampleGrid.from_config(configs.get("fedavg", config))
     for name, run_config in configs.items():
         strategy_folder = RunFolder(folder.path / name)

@@ -6,6 +6,8 @@ import fnmatch
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from .references import is_reference, load
+
 T = TypeVar("T")
 
 
@@ -18,6 +20,10 @@ class Registry(Generic[T]):
         What the registry holds, for error messages (``"model"``, ``"dataset"``).
     parameter : str
         Name of the argument users pass the name in, for error messages (``"name"``, ``"--model"``).
+    from_reference : callable, optional
+        Makes an entry of the object a reference to user code names (``package.module:Name`` or
+        ``path/to/file.py:Name``, `fedsim.references`), given the object and the reference; it
+        refuses an object of the wrong kind. Without it, the registry takes names only.
 
     Examples
     --------
@@ -31,9 +37,10 @@ class Registry(Generic[T]):
     ['square']
     """
 
-    def __init__(self, kind: str, parameter: str = "name"):
+    def __init__(self, kind: str, parameter: str = "name", from_reference: Callable[[object, str], T] | None = None):
         self.kind = kind
         self.parameter = parameter
+        self.from_reference = from_reference
         self._factories: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -48,7 +55,9 @@ class Registry(Generic[T]):
         return decorator
 
     def get(self, name: str) -> T:
-        """Return the factory registered under ``name``."""
+        """Return the factory registered under ``name``, or made from the user code a reference names."""
+        if self.from_reference is not None and is_reference(name):
+            return self.from_reference(load(name, self.kind), name)
         try:
             return self._factories[name]
         except (KeyError, TypeError):

@@ -108,7 +108,7 @@ class LocalGradient:
 
 def local_gradient(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
                    class_weights: torch.Tensor | None = None, noise_sigma: float = 0.0, amp: bool = False,
-                   scaler: torch.amp.GradScaler | None = None, contrast=None) -> LocalGradient:
+                   scaler: torch.amp.GradScaler | None = None, terms=None) -> LocalGradient:
     """Add the gradient of ``weight * sum_i c(y_i) * loss_i`` over the samples at ``indices`` to ``.grad``.
 
     One rank's contribution to one step of allreduce or reweighted, and one micro-batch of a
@@ -135,18 +135,18 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
         Autocast (bf16 on CPU, fp16 on CUDA).
     scaler : torch.amp.GradScaler, optional
         Scales the loss before ``backward`` (fp16 on CUDA).
-    contrast : fedsim.algorithms.moon.ModelContrast, optional
-        MOON's contrastive term, added to each sample's (class-weighted) loss.
+    terms : fedsim.algorithms.LocalTerms, optional
+        An algorithm's client terms: their `sample_loss` is added to each sample's (class-weighted) loss.
     """
     loss, result = batch_loss(model, data, indices, task=task, generator=generator, weight=weight,
-                              class_weights=class_weights, noise_sigma=noise_sigma, amp=amp, contrast=contrast)
+                              class_weights=class_weights, noise_sigma=noise_sigma, amp=amp, terms=terms)
     (scaler.scale(loss) if scaler is not None else loss).backward()
     return result
 
 
 def batch_loss(model, data, indices, *, task, generator: torch.Generator, weight: float | None = None,
                class_weights: torch.Tensor | None = None, noise_sigma: float = 0.0,
-               amp: bool = False, contrast=None) -> tuple[torch.Tensor, LocalGradient]:
+               amp: bool = False, terms=None) -> tuple[torch.Tensor, LocalGradient]:
     """Return the loss `local_gradient` differentiates, and its sums, without the backward pass.
 
     A DDP rank needs the batch's loss between the two: the dynamic weights' communication
@@ -155,13 +155,15 @@ def batch_loss(model, data, indices, *, task, generator: torch.Generator, weight
     param = next(model.parameters())
     inputs, targets = training_batch(data, indices, generator, noise_sigma, param.device, param.dtype)
     with autocast(param.device, amp):
-        raw = task.loss(model(inputs), targets)
+        outputs = model(inputs)
+        raw = task.loss(outputs, targets)
     weighted = raw if class_weights is None else raw * class_weights.to(raw)[targets]
     count = targets.shape[0]
     scale = 1.0 / count if weight is None else weight
     loss = weighted.sum() * scale
-    if contrast is not None:  # differentiated, but the sums returned stay the task's losses
-        loss = loss + contrast.loss(inputs).sum() * scale
+    extra = None if terms is None else terms.sample_loss(inputs, outputs)
+    if extra is not None:  # differentiated, but the sums returned stay the task's losses
+        loss = loss + extra.sum() * scale
     raw_sum = raw.detach().sum()
     return loss, LocalGradient(count, raw_sum, raw_sum if class_weights is None else weighted.detach().sum())
 

@@ -1,23 +1,64 @@
-"""What the Non-IID algorithms change in FedAvg's round: one module each over the base every engine calls.
+"""The public algorithm API and the Non-IID algorithms built on it, one module each.
 
-`RoundAlgorithm` (``base``) is FedAvg's round, unchanged, and the interface of the others:
-`Scaffold` (``scaffold``), `FedNova` (``fednova``) and `Moon` (``moon``, with its contrastive
-loss). ``client_state`` keeps what a client holds between rounds; ``fedopt`` is FedOpt's server
-optimizers. `round_algorithm` returns the algorithm of a config. These modules import the client
+`Algorithm` (``base``) is FedAvg's round, the interface every engine calls and the base of every
+method: `Scaffold` (``scaffold``), `FedNova` (``fednova``), `Moon` (``moon``, with its
+contrastive loss), and a user's own, named by reference (``--strategy path/to/file.py:Name``).
+`LocalTerms` is what a method changes in a client's training, `Option` a setting it declares;
+``client_state`` keeps what a client holds between rounds; ``fedopt`` is FedOpt's server
+optimizers. `algorithm_class` returns the class of a strategy, whose declared capabilities the
+engines read; `round_algorithm` builds the algorithm of a config. These modules import the client
 core and the config, never the rounds or an engine.
 """
 
-from .base import RoundAlgorithm
+from ..config.strategies import get_strategy
+from .base import Algorithm, LocalTerms, Option
+from .client_state import ClientStates
 from .fednova import FedNova
 from .moon import Moon
 from .scaffold import Scaffold
 
-_ALGORITHMS = {"scaffold": Scaffold, "fednova": FedNova, "moon": Moon}
+_BUILT_IN = {"fedavg": Algorithm, "scaffold": Scaffold, "fednova": FedNova, "moon": Moon}
 
 
-def round_algorithm(config, model, global_state) -> RoundAlgorithm:
-    """Return the round algorithm of ``config.strategy`` (FedAvg's for fedavg)."""
-    return _ALGORITHMS.get(config.strategy, RoundAlgorithm)(config, model, global_state)
+def algorithm_class(strategy: str) -> type[Algorithm]:
+    """Return the algorithm class of a local-training strategy: a built-in one's, or the user's class a reference names."""
+    return get_strategy(strategy).algorithm or _BUILT_IN[strategy]
 
 
-__all__ = ["FedNova", "Moon", "RoundAlgorithm", "Scaffold", "round_algorithm"]
+def round_algorithm(config, model, global_state) -> Algorithm:
+    """Return the algorithm of ``config.strategy`` for ``model``, from the round's ``global_state``."""
+    cls = algorithm_class(config.strategy)
+    algorithm = cls(config, model, global_state)
+    if algorithm.client_states is not None and not cls.stateful_clients:
+        raise TypeError(f"{cls.__name__} keeps `client_states` but does not declare `stateful_clients` = True; "
+                        "declare it, so that the engines that cannot hold a client's state refuse it")
+    return algorithm
+
+
+def check_clients_shared_out(strategy: str, engine: str) -> None:
+    """Refuse on ``engine``, which shares a round's clients out among processes, what that would change.
+
+    A client's state would stay in whichever process trained it last; a combination that is not
+    a weighted sum cannot be made of the processes' partial sums. Both run on `fedsim run`.
+
+    Examples
+    --------
+    >>> check_clients_shared_out("fednova", "fedsim ddp")
+    >>> check_clients_shared_out("moon", "fedsim ddp")
+    Traceback (most recent call last):
+    ValueError: `strategy`='moon' keeps a state on each client between rounds, which fedsim ddp does not hold; run it with `fedsim run` (in-process)
+    """
+    if not get_strategy(strategy).local_training:
+        return
+    algorithm = algorithm_class(strategy)
+    if algorithm.stateful_clients:
+        raise ValueError(f"`strategy`={strategy!r} keeps a state on each client between rounds, which {engine} "
+                         "does not hold; run it with `fedsim run` (in-process)")
+    if not algorithm.linear:
+        raise ValueError(f"`strategy`={strategy!r} combines the round's models other than by a weighted sum (it "
+                         f"overrides `aggregate`), which {engine}'s partial sums cannot give; run it with `fedsim run` "
+                         "(in-process)")
+
+
+__all__ = ["Algorithm", "ClientStates", "FedNova", "LocalTerms", "Moon", "Option", "Scaffold", "algorithm_class",
+           "check_clients_shared_out", "round_algorithm"]

@@ -1,48 +1,154 @@
-"""What SCAFFOLD, FedNova and MOON change in FedAvg's round, as one interface every engine calls.
+"""The public algorithm API: `Algorithm`, the round every engine runs, and the hooks a method overrides.
 
-FedAvg's round (`fedsim.rounds.fedavg.FedAvgRounds`) samples clients, trains each
-from the global model, sums the trained models with their weights and hands the mean delta to
-the server step. The algorithms of the Non-IID benchmarks change three places of it:
+FedAvg's round (`fedsim.rounds.fedavg.FedAvgRounds`) samples clients, trains each from the
+global model, combines the trained models with their weights and hands the mean delta to the
+server step. A method changes some of these places, each a hook of `Algorithm`:
 
-==========  ==================================  ==============================  ======================
-algorithm   client's local training             weight of a trained model        after the round
-==========  ==================================  ==============================  ======================
-fedavg      as is (FedProx: ``mu``)             ``p_k``                          -
-scaffold    each step corrected by ``c - c_k``  ``p_k``                          server's ``c`` moves
-fednova     as is                               ``p_k / a_k`` then x ``tau_eff``  -
-moon        plus the contrastive loss           ``p_k``                          -
-==========  ==================================  ==============================  ======================
+==================  ======  ======================================================  ==========================
+hook                side    when it runs                                            built-in use
+==================  ======  ======================================================  ==========================
+`local_terms`       client  before a client trains: its extra loss, penalty,        SCAFFOLD, MOON
+                            per-step correction (`LocalTerms`)
+`after_client`      client  after a client trained, with its trained tensors        SCAFFOLD's ``c_k``, MOON
+`scale`             server  the weight of a trained model in the round's sum        FedNova's ``p_k / a_k``
+`aggregate`         server  the combination of the round's models (weighted mean)   a median (user code)
+`to_delta`          server  the combination turned into the server's delta          FedNova's ``tau_eff``
+`end_round`         server  after the server step                                   SCAFFOLD's ``c``
+==================  ======  ======================================================  ==========================
 
-`RoundAlgorithm` is FedAvg's (nothing changed), the base of the others (`fedsim.algorithms.scaffold`,
-`fedsim.algorithms.fednova`, `fedsim.algorithms.moon`); `fedsim.algorithms.round_algorithm` returns
-the one of a config.
+What a client keeps between the rounds it takes part in is declared with
+``stateful_clients = True`` and held in ``self.client_states``
+(`fedsim.algorithms.client_state.ClientStates`): the in-process engine checkpoints it, Flower's
+nodes keep it in their ``Context.state``, and engines that cannot hold it refuse the method.
 
-In one process the round calls `RoundAlgorithm.after_client` with each trained model. Where
-clients run elsewhere (Flower's nodes) the same object serves both sides: a client receives
-`RoundAlgorithm.broadcast` with the model, keeps `RoundAlgorithm.client_state` on its node
-between rounds, runs ``after_client`` itself and replies `RoundAlgorithm.reply`, which the
-server adds with `RoundAlgorithm.add_reply`.
+Capabilities are declared by the class, and every engine and acceleration reads them rather
+than a list of names:
+
+- ``stateful_clients``: clients keep a state (refused by ``--workers`` and ``fedsim ddp``, whose
+  processes would each hold a different client's state);
+- ``linear``: the combination is the weighted sum of the trained models, which the engines
+  keep as a running sum, so that `fedsim run --workers` and the one-step fusion may split it.
+  A class that overrides `aggregate` is not linear: the round keeps every trained model.
+- ``needs_client_loop``: clients train one by one with the hooks (true when `local_terms` or
+  `after_client` is overridden), so the one-step fusion, which trains clients together with
+  plain SGD, does not apply.
+
+A method's own settings are declared in ``options`` (name -> `Option`), set with
+``--algorithm-option name=value`` or an ``[algorithm_options]`` table, checked against their
+ranges and read with ``self.option(name)``.
+
+Where clients run in other processes (Flower's nodes) the same class serves both sides: a
+client receives `Algorithm.broadcast` with the model, restores its state, runs `after_client`
+itself and replies `Algorithm.reply`, which the server adds with `Algorithm.add_reply`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
+from dataclasses import dataclass
+
 import torch
 
+from ..checks import check_integer, check_number
 from .client_state import ClientStates
 
 
-class RoundAlgorithm:
-    """FedAvg's round; subclasses change the local training, the weights or what follows the round.
+@dataclass(frozen=True)
+class Option:
+    """A setting an algorithm declares: its default and valid range.
+
+    Parameters
+    ----------
+    default : int or float
+        The value when unset; its type is the option's (an int option takes whole numbers).
+    low, high : float
+        The valid interval (``low`` included unless ``low_open``, ``high`` excluded unless
+        ``high_closed``).
+    help : str
+        What it is, for ``--help`` and error messages.
+    """
+
+    default: int | float
+    low: float = -math.inf
+    high: float = math.inf
+    low_open: bool = False
+    high_closed: bool = False
+    help: str = ""
+
+    def check(self, name: str, value):
+        """Return ``value`` checked against the type and range, the error naming option ``name``."""
+        label = f"algorithm option {name}"
+        if isinstance(self.default, int) and not isinstance(self.default, bool):
+            lowest = (math.floor(self.low) + 1 if self.low_open else math.ceil(self.low)) if math.isfinite(self.low) \
+                else -(2**63)
+            value = check_integer(label, value, minimum=lowest)
+            if value > self.high or (value == self.high and not self.high_closed):
+                raise ValueError(f"`{label}` must be below {self.high}, got {value}")
+            return value
+        return check_number(label, value, low=self.low, high=self.high, low_open=self.low_open,
+                            high_closed=self.high_closed)
+
+
+class LocalTerms:
+    """What an algorithm changes in one client's local training; every method is optional (client side).
+
+    `Algorithm.local_terms` returns one for each client, for that client's training only. The
+    client core (`fedsim.client.client_update`) calls, at each step of B samples:
+
+    1. `sample_loss` for each micro-batch: added to each sample's loss, inside the batch mean;
+    2. `penalty` once, after the micro-batches: a scalar added to the step's loss, differentiated
+       (FedProx's ``mu/2 |w - w_t|^2``, FedDyn's linear and quadratic terms);
+    3. the optimizer step, then `after_step` (SCAFFOLD's ``w -= lr (c - c_k)``).
+    """
+
+    def training(self, model: torch.nn.Module):
+        """Return a context manager around the client's whole training of ``model`` (MOON captures features)."""
+        return contextlib.nullcontext()
+
+    def sample_loss(self, inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor | None:
+        """Return an extra loss per sample of the batch (shape ``(batch,)``), or ``None`` for none."""
+        return None
+
+    def penalty(self, params: list[torch.Tensor]) -> torch.Tensor | None:
+        """Return a scalar added to the step's loss, a function of the parameters, or ``None`` for none."""
+        return None
+
+    def after_step(self, params: list[torch.Tensor]) -> None:
+        """Change the parameters in place after each optimizer step (runs under ``torch.no_grad``)."""
+
+
+_CLIENT_HOOKS = ("local_terms", "after_client")
+
+
+class Algorithm:
+    """FedAvg's round, and the base of every method: override the hooks a method changes (module text).
 
     Parameters
     ----------
     config : fedsim.config.RunConfig
+        The run's settings; `option` reads the method's own (`Option`).
     model : torch.nn.Module
         The model clients train.
     global_state : list of Tensor
         The global parameters then floating-point buffers (`fedsim.client.state_tensors` order).
+
+    Attributes
+    ----------
+    name : str
+        What runs record and tables show; a subclass's class name lowercased when it sets none.
+    options : dict of str to Option
+        The method's own settings, their defaults and ranges (class attribute).
     """
 
+    name: str = "fedavg"
+    options: dict[str, Option] = {}
+    #: Clients keep a state between the rounds they take part in (``self.client_states``).
+    stateful_clients: bool = False
+    #: The combination is the weighted sum of the trained models (`aggregate` not overridden).
+    linear: bool = True
+    #: Clients must train one by one with the hooks (`local_terms` or `after_client` overridden).
+    needs_client_loop: bool = False
     #: Bytes a client receives and sends besides the model, per round (SCAFFOLD's control variates).
     extra_bytes: int = 0
     #: What each client keeps between the rounds it takes part in, if anything.
@@ -51,36 +157,73 @@ class RoundAlgorithm:
     #: checkpoints lack them, and resuming one is refused rather than restarting every client.
     holds_client_states: bool = True
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__.lower()
+        overrides_aggregate = cls.aggregate is not Algorithm.aggregate
+        if "linear" not in cls.__dict__:
+            cls.linear = not overrides_aggregate
+        elif cls.linear and overrides_aggregate:
+            raise TypeError(f"{cls.__name__} overrides `aggregate` but declares `linear` = True: the engines would "
+                            "keep a running weighted sum and never call it; remove the declaration")
+        if "needs_client_loop" not in cls.__dict__:
+            cls.needs_client_loop = any(getattr(cls, hook) is not getattr(Algorithm, hook) for hook in _CLIENT_HOOKS)
+
     def __init__(self, config, model: torch.nn.Module, global_state: list[torch.Tensor]):
         self.num_params = sum(1 for _ in model.parameters())
+        self._option_values = {name: option.default for name, option in self.options.items()}
+        self._option_values.update(getattr(config, "algorithm_options", None) or {})
 
-    def begin_round(self) -> None:
-        """Start a round's sums."""
+    def option(self, name: str):
+        """Return the value of the method's option ``name`` (declared in ``options``): the run's, or its default."""
+        return self._option_values[name]
 
-    def client_terms(self, client: int, global_state: list[torch.Tensor]) -> dict:
-        """Return the extra keyword arguments of `fedsim.client.client_update` for ``client``."""
-        return {}
-
-    def scale(self, weight: float, num_steps: int) -> float:
-        """Return the factor of a trained model in the round's sum, given its weight and local steps."""
-        return weight
+    # ---- client side ---------------------------------------------------------------------------------------------
+    def local_terms(self, client: int, global_state: list[torch.Tensor]) -> LocalTerms | None:
+        """Return what changes in ``client``'s local training from ``global_state`` (`LocalTerms`); ``None``: nothing."""
+        return None
 
     def after_client(self, client: int, global_state: list[torch.Tensor], trained: list[torch.Tensor],
                      num_steps: int) -> None:
-        """Take note of ``client``'s trained tensors (its state for the next rounds, the round's sums)."""
+        """Take note of ``client``'s ``trained`` tensors after ``num_steps`` local steps (its state, the round's sums).
 
-    def sums(self) -> list[torch.Tensor]:
-        """Return the round's sums that the processes of a multi-process engine add up."""
-        return []
+        ``trained`` is read in place from the model every client trains in turn: copy what is kept.
+        """
+
+    # ---- server side ---------------------------------------------------------------------------------------------
+    def begin_round(self) -> None:
+        """Start a round's sums (server; on a Flower node, before each client)."""
+
+    def scale(self, weight: float, num_steps: int) -> float:
+        """Return the weight of a trained model in the round's combination, given its rule's weight and local steps."""
+        return weight
+
+    def aggregate(self, models: list[list[torch.Tensor]], weights: list[float],
+                  global_state: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Return the combination of the round's trained ``models`` (the weights sum to 1): their weighted sum.
+
+        Override it for a combination that is not linear (a median, a trimmed mean); the round
+        then keeps every trained model, in client order, until it ends.
+        """
+        combined = [torch.zeros_like(tensor) for tensor in global_state]
+        for model, weight in zip(models, weights):
+            torch._foreach_add_(combined, model, alpha=weight)
+        return combined
 
     @torch.no_grad()
-    def to_delta(self, weighted_sum: list[torch.Tensor], global_state: list[torch.Tensor]) -> None:
-        """Turn the round's sum of scaled trained models into the mean delta, in place (the weights sum to 1)."""
-        torch._foreach_sub_(weighted_sum, global_state)
+    def to_delta(self, combined: list[torch.Tensor], global_state: list[torch.Tensor]) -> None:
+        """Turn the round's combination into the server's delta, in place: minus the global model by default."""
+        torch._foreach_sub_(combined, global_state)
 
     def end_round(self) -> None:
-        """Finish the round once the server has stepped."""
+        """Finish the round once the server has stepped (SCAFFOLD moves its ``c`` here)."""
 
+    def sums(self) -> list[torch.Tensor]:
+        """Return the round's sums besides the models that the processes of a multi-process engine add up."""
+        return []
+
+    # ---- state ---------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Return what a checkpoint needs to continue the algorithm: the clients' states, if any."""
         if self.client_states is None:
@@ -96,6 +239,7 @@ class RoundAlgorithm:
                              "own nodes (a Flower run), so it cannot continue them; start a new run")
         self.client_states.load_state_dict(state["client_states"])
 
+    # ---- messages between a server and its clients in other processes ----------------------------------------------
     def broadcast(self) -> list[torch.Tensor]:
         """Return what the server sends every client with the global model."""
         return []

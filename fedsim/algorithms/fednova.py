@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import RoundAlgorithm
+from .base import Algorithm
 
 
 def normalized_steps(num_steps: int, momentum: float = 0.0) -> float:
@@ -23,7 +23,7 @@ def normalized_steps(num_steps: int, momentum: float = 0.0) -> float:
     return (num_steps - momentum * (1 - momentum**num_steps) / (1 - momentum)) / (1 - momentum)
 
 
-class FedNova(RoundAlgorithm):
+class FedNova(Algorithm):
     """FedNova (Wang et al., "Tackling the Objective Inconsistency Problem in Heterogeneous Federated
     Optimization", NeurIPS 2020).
 

@@ -28,7 +28,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..client import set_state
-from .base import RoundAlgorithm
+from .base import Algorithm, LocalTerms
 from .client_state import ClientStates
 
 
@@ -62,7 +62,7 @@ def captured_representation(model: nn.Module):
         handle.remove()
 
 
-class ModelContrast:
+class ModelContrast(LocalTerms):
     """The frozen global and previous models of MOON, and the contrastive loss they give a batch.
 
     One pair of model copies serves every client (loaded per client), as one model object
@@ -98,7 +98,7 @@ class ModelContrast:
         with captured_representation(model) as self._local:
             yield self
 
-    def loss(self, inputs: torch.Tensor) -> torch.Tensor:
+    def sample_loss(self, inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
         """Return ``mu * l_con`` for each sample of the batch the trained model has just forwarded."""
         local = self._local[-1]
         with torch.no_grad(), captured_representation(self.global_model) as glob, \
@@ -111,21 +111,23 @@ class ModelContrast:
         return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
 
 
-class Moon(RoundAlgorithm):
+class Moon(Algorithm):
     """MOON (Li et al., CVPR 2021): FedAvg whose clients add the model-contrastive loss (`fedsim.algorithms.moon`).
 
     Each client's last trained model is its "previous model" in the next round it takes part in,
     held in `fedsim.algorithms.client_state.ClientStates` (parameters and BatchNorm statistics, for eval mode).
     """
 
+    stateful_clients = True
+
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
         self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
         self.client_states = ClientStates(global_state)
 
-    def client_terms(self, client, global_state) -> dict:
+    def local_terms(self, client, global_state) -> ModelContrast | None:
         """Return the contrast against the global model and ``client``'s previous one (none the first time)."""
-        return {"contrast": self.contrast.for_client(global_state, self.client_states.get(client))}
+        return self.contrast.for_client(global_state, self.client_states.get(client))
 
     def after_client(self, client, global_state, trained, num_steps) -> None:
         """Keep ``client``'s trained model as its previous model."""

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import torch
 
-from .base import RoundAlgorithm
+from .base import Algorithm, LocalTerms
 from .client_state import ClientStates
 
 
-class Scaffold(RoundAlgorithm):
+class StepCorrection(LocalTerms):
+    """SCAFFOLD's client side: every optimizer step followed by ``w -= lr * (c - c_k)``."""
+
+    def __init__(self, correction: list[torch.Tensor], lr: float):
+        self.correction, self.lr = correction, lr
+
+    def after_step(self, params) -> None:
+        """Apply the correction."""
+        torch._foreach_add_(params, self.correction, alpha=-self.lr)
+
+
+class Scaffold(Algorithm):
     """SCAFFOLD (Karimireddy et al., "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning", ICML 2020).
 
     Option II control variates. Client ``k`` trains with every step followed by
@@ -23,6 +34,8 @@ class Scaffold(RoundAlgorithm):
     besides the model: twice FedAvg's bytes for a model without buffers.
     """
 
+    stateful_clients = True
+
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
         params = global_state[: self.num_params]
@@ -36,12 +49,12 @@ class Scaffold(RoundAlgorithm):
         """Zero the round's sum of control-variate changes."""
         torch._foreach_zero_(self.control_sum)
 
-    def client_terms(self, client, global_state) -> dict:
-        """Return ``c - c_k``, the correction of each of ``client``'s steps."""
+    def local_terms(self, client, global_state) -> StepCorrection:
+        """Return the correction ``c - c_k`` of each of ``client``'s steps."""
         own = self.client_states.get(client)
         if own is None:  # c_k starts at zero
-            return {"correction": [control.clone() for control in self.server_control]}
-        return {"correction": torch._foreach_sub(self.server_control, own)}
+            return StepCorrection([control.clone() for control in self.server_control], self.lr)
+        return StepCorrection(torch._foreach_sub(self.server_control, own), self.lr)
 
     @torch.no_grad()
     def after_client(self, client, global_state, trained, num_steps) -> None:

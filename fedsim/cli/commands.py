@@ -45,7 +45,7 @@ def command_run(args) -> None:
     result = run(config, args.out, resume=args.resume, quiet=args.quiet, data=data, partition=partition,
                  workers=args.workers)
     print()
-    print(comparison_table({config.strategy: result}))
+    print(comparison_table({config.label: result}))
     print(f"\nresults in {args.out}/ (metrics.csv, summary.json, learning_curves.png, config.json, partition.json, "
           "checkpoint.pt, model.pt, log.txt)")
 

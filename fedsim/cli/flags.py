@@ -17,6 +17,7 @@ from ..config.run_config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, S
                      RunConfig)
 from ..config.partitioning import SCHEMES
 from ..config.strategies import list_strategies
+from ..references import is_reference
 
 PARTITION_FIELDS = (
     "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
@@ -25,11 +26,16 @@ PARTITION_FIELDS = (
 # What each setting means, in its unit; the default is appended from the field (or given here).
 HELP = {
     "strategy": "allreduce (DDP all-reduce), reweighted (re-weighted gradients), fedavg (FedAvg rounds), or FedAvg's "
-                "round as scaffold (SCAFFOLD), fednova (FedNova) or moon (MOON)",
-    "dataset": "dataset name; `fedsim datasets` lists them and where each is read from",
+                "round as scaffold (SCAFFOLD), fednova (FedNova) or moon (MOON); or your own fedsim.algorithms.Algorithm "
+                "subclass as package.module:Name or path/to/file.py:Name",
+    "dataset_options": "a dataset option, e.g. label_granularity=coarse (repeatable)",
+    "algorithm_options": "an option your algorithm declares, e.g. alpha=0.01 (repeatable)",
+    "dataset": "dataset name (`fedsim datasets` lists them and where each is read from), or your own loader "
+               "returning a fedsim.data.Dataset as package.module:load or path/to/file.py:load",
     "data_root": "folder the on-disk datasets are read from (default $FEDSIM_DATA or ~/.cache/fedsim/data)",
     "download": "let torchvision download a missing dataset (needs a network)",
-    "model": "classifier: %(choices)s",  # argparse reads the lazy choices only when it shows the help
+    "model": "classifier: %(choices)s; or your own factory of (num_classes, in_channels, image_size) as "
+             "package.module:make or path/to/file.py:make",  # argparse reads the lazy choices only for the help
     "norm": "normalisation layers (default: the model's own)",
     "partition": "how the training labels are split over the K partitions",
     "num_partitions": "clients or ranks K",
@@ -89,7 +95,10 @@ NORMS = ("batch", "group", "layer", "none")  # each model takes some of them; th
 
 
 class LazyChoices:
-    """Choices read from a registry on first use, so that a command that never shows them skips its import."""
+    """Choices read from a registry on first use, so that a command that never shows them skips its import.
+
+    A reference to user code (``package.module:Name``) is one of the choices too: the registry resolves it.
+    """
 
     def __init__(self, load):
         self._load, self._names = load, None
@@ -100,7 +109,7 @@ class LazyChoices:
         return self._names
 
     def __contains__(self, name) -> bool:
-        return name in self._choices()
+        return is_reference(name) or name in self._choices()
 
     def __iter__(self):
         return iter(self._choices())
@@ -113,11 +122,13 @@ def _model_names() -> list[str]:
 
 
 CHOICES = {
-    "strategy": tuple(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
+    "strategy": LazyChoices(list_strategies), "model": LazyChoices(_model_names), "norm": NORMS,
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
     "compression": COMPRESSIONS, "server_optimizer": SERVER_OPTIMIZERS, "device": DEVICES, "dtype": DTYPES,
     "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
+# The table fields, each set one KEY=VALUE entry at a time.
+OPTION_FLAGS = {"dataset_options": "--dataset-option", "algorithm_options": "--algorithm-option"}
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {
     "num_classes_per_partition": "classes_per_partition",  # partitions.pathological, extended_dirichlet
@@ -128,7 +139,7 @@ PARAMETER_ALIASES = {
 
 def config_flag(field: str) -> str:
     """Return the command-line flag that sets `RunConfig` field ``field``."""
-    return "--dataset-option" if field == "dataset_options" else "--" + field.replace("_", "-")
+    return OPTION_FLAGS.get(field) or "--" + field.replace("_", "-")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -166,10 +177,9 @@ def add_config_flags(parser: argparse.ArgumentParser, names=None, hidden=()) -> 
         if names is not None and field.name not in names:
             continue
         flag = config_flag(field.name)
-        if field.name == "dataset_options":
-            parser.add_argument(flag, dest="dataset_options", action=DatasetOption, metavar="KEY=VALUE",
-                                default=argparse.SUPPRESS, help="a dataset option, e.g. label_granularity=coarse "
-                                "(repeatable)")
+        if field.name in OPTION_FLAGS:
+            parser.add_argument(flag, dest=field.name, action=KeyValueOption, metavar="KEY=VALUE",
+                                default=argparse.SUPPRESS, help=HELP[field.name])
             continue
         aliases = [flag, "--scheme"] if field.name == "partition" else [flag]
         help_text = HELP[field.name]
@@ -239,15 +249,15 @@ def flag_message(message: str) -> str:
     return re.sub(r"(?:\b(\w+) )?`(\w+)`", swap, message)
 
 
-class DatasetOption(argparse.Action):
-    """Collect ``--dataset-option KEY=VALUE`` into a dict, reading VALUE as TOML would (numbers, booleans)."""
+class KeyValueOption(argparse.Action):
+    """Collect ``--dataset-option KEY=VALUE`` (or ``--algorithm-option``) into a dict, reading VALUE as TOML would."""
 
     def __call__(self, parser, namespace, value, option_string=None):
         import tomllib
 
         key, separator, text = value.partition("=")
         if not separator or not key:
-            parser.error(f"--dataset-option needs KEY=VALUE, got {value!r}")
+            parser.error(f"{option_string} needs KEY=VALUE, got {value!r}")
         try:
             parsed = tomllib.loads(f"value = {text}")["value"]
         except tomllib.TOMLDecodeError:

@@ -101,7 +101,7 @@ def report(config, result, out) -> None:
     from ..comparison import comparison_table
 
     print()
-    print(comparison_table({config.strategy: result}))
+    print(comparison_table({config.label: result}))
     print(f"\nresults in {out}/ (as `fedsim run` writes them)")
 
 

@@ -68,10 +68,17 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
         if field in defaults and value != defaults[field] and not any(
                 get_strategy(name).reads(field, rules[name]) for name in names):
             raise ValueError(unread_message(field, value, rules, comparison=True))
+    options = values.get("algorithm_options") or {}
+    unread = [option for option in options if not any(get_strategy(name).own_options({option: 0}) for name in names)]
+    if unread:
+        raise ValueError(f"`algorithm_options` sets {unread[0]!r}, which no strategy in `strategies`="
+                         f"{','.join(names)!r} declares; remove it")
     configs = {}
     for name in names:
         strategy = get_strategy(name)
         own = {field: value for field, value in values.items() if strategy.reads(field, rules[name])}
+        if "algorithm_options" in own:
+            own["algorithm_options"] = strategy.own_options(own["algorithm_options"])
         configs[name] = RunConfig(**own, strategy=name, weights=rules[name])
     return configs
 
@@ -97,11 +104,13 @@ def comparison_settings(configs: Mapping[str, RunConfig]) -> dict:
     for field in fields(RunConfig):
         if field.name in ("strategy", "weights"):
             continue
-        readers = [config for name, config in configs.items() if get_strategy(name).reads(field.name, config.weights)]
+        readers = [config for config in configs.values() if get_strategy(config.strategy).reads(field.name, config.weights)]
         source = readers[0] if readers else next(iter(configs.values()))
         settings[field.name] = getattr(source, field.name)
-    chosen = [config.weights for name, config in configs.items()
-              if len(get_strategy(name).weight_rules) > 1 and config.weights != get_strategy(name).weight_rules[0]]
+        if field.name == "algorithm_options":  # each algorithm holds its own options
+            settings[field.name] = {name: value for config in readers for name, value in config.algorithm_options.items()}
+    chosen = [config.weights for config in configs.values() if len(rules := get_strategy(config.strategy).weight_rules) > 1
+              and config.weights != rules[0]]
     settings["weights"] = chosen[0] if chosen else None
     return settings
 

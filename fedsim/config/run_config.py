@@ -10,7 +10,8 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
-from .strategies import SETTINGS, get_strategy, unread_message
+from ..references import canonical, is_reference
+from .strategies import SETTINGS, check_algorithm_options, get_strategy, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -46,10 +47,13 @@ class RunConfig:
 
     Parameters
     ----------
-    strategy : {"allreduce", "reweighted", "fedavg", "scaffold", "fednova", "moon"}
+    strategy : {"allreduce", "reweighted", "fedavg", "scaffold", "fednova", "moon"} or reference
         `fedsim.config.strategies`; scaffold, fednova and moon are FedAvg's round changed by `fedsim.algorithms.base`.
+        A reference ``package.module:Name`` or ``path/to/file.py:Name`` names a user's
+        `fedsim.algorithms.Algorithm` subclass (a file's path is stored absolute).
     dataset, model : str
-        Registry names (`fedsim datasets`, `fedsim models`).
+        Registry names (`fedsim datasets`, `fedsim models`), or references to a user's dataset
+        loader or model factory, as for ``strategy``.
     data_root : str, optional
         Folder of the dataset files (`fedsim.data.load_dataset`'s ``root``).
     dataset_options : dict
@@ -103,6 +107,9 @@ class RunConfig:
         FedAvg's FedProx proximal weight.
     moon_mu, moon_temperature : float
         MOON's contrastive-loss weight and temperature (Li et al.'s mu and tau; defaults 1 and 0.5).
+    algorithm_options : dict
+        A user's algorithm's own settings, name -> value, as its class declares them
+        (`fedsim.algorithms.Option`; ``--algorithm-option NAME=VALUE`` on the command line).
     feature_noise : float
         NIID-Bench's feature-noise skew: partition ``i`` of ``K`` gets Gaussian input noise of
         standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
@@ -183,6 +190,7 @@ class RunConfig:
     mu: float = 0.0
     moon_mu: float = 1.0
     moon_temperature: float = 0.5
+    algorithm_options: dict = dataclasses.field(default_factory=dict)
     feature_noise: float = 0.0
     server_lr: float = 1.0
     server_momentum: float = 0.0
@@ -204,7 +212,11 @@ class RunConfig:
     sync_bn: bool = False
 
     def __post_init__(self):
+        for name in ("strategy", "model", "dataset"):  # a file's path absolute: every process finds the same file
+            if is_reference(getattr(self, name)):
+                object.__setattr__(self, name, canonical(getattr(self, name), name))
         strategy = get_strategy(self.strategy)
+        object.__setattr__(self, "algorithm_options", check_algorithm_options(strategy, self.algorithm_options))
         check_choice("partition", self.partition, SCHEMES)
         if not isinstance(self.dataset_options, dict):
             raise TypeError(f"`dataset_options` must be a table of option = value, got {self.dataset_options!r}")
@@ -291,6 +303,11 @@ class RunConfig:
                                  f"got {self.micro_batches}")
 
     @property
+    def label(self) -> str:
+        """The strategy's name in rows, tables and folders: ``strategy``, or a user's algorithm's ``name``."""
+        return get_strategy(self.strategy).label
+
+    @property
     def torch_dtype(self):
         """The `torch.dtype` of ``dtype`` (torch is imported here, so that this module loads without it)."""
         import torch
@@ -327,7 +344,8 @@ class RunConfig:
         weights = self.weights if keep_weights and self.weights in strategy.weight_rules else strategy.weight_rules[0]
         resets = {field: default for field, default in setting_defaults().items()
                   if not strategy.reads(field, weights)}
-        return dataclasses.replace(self, strategy=name, weights=weights, **resets)
+        return dataclasses.replace(self, strategy=name, weights=weights,
+                                   algorithm_options=strategy.own_options(self.algorithm_options), **resets)
 
     @classmethod
     def from_mapping(cls, mapping, source: str = "config") -> RunConfig:

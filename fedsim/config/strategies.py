@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..references import is_reference
 from ..registry import Registry
 
 
@@ -46,9 +47,13 @@ class Setting:
     purpose: str
     weights: str | None = None
 
-    def read_by(self, strategy: str, weights: str | None) -> bool:
-        """Return whether ``strategy`` with weight rule ``weights`` reads this setting."""
-        return strategy in self.strategies and self.weights in (None, weights)
+    def read_by(self, strategy: Strategy, weights: str | None) -> bool:
+        """Return whether ``strategy`` with weight rule ``weights`` reads this setting.
+
+        A user's algorithm reads the settings every local-training strategy reads (``LOCAL``).
+        """
+        read = strategy.name in self.strategies or (strategy.algorithm is not None and LOCAL <= self.strategies)
+        return read and self.weights in (None, weights)
 
 
 _FEDAVG = frozenset({"fedavg"})
@@ -92,11 +97,20 @@ class Strategy:
         Clients train locally and send deltas (fedavg), rather than ranks sending one gradient per step.
     weight_rules : tuple of str
         The ``weights`` rules it accepts; the first is its default.
+    algorithm : type, optional
+        A user's `fedsim.algorithms.Algorithm` subclass, for a strategy named by reference
+        (``path/to/file.py:Name``); the built-in strategies' algorithms are `fedsim.algorithms`'.
     """
 
     name: str
     local_training: bool
     weight_rules: tuple[str, ...]
+    algorithm: type | None = None
+
+    @property
+    def label(self) -> str:
+        """What runs record and tables show: the name, or a user's algorithm's ``name``."""
+        return self.name if self.algorithm is None else self.algorithm.name
 
     def reads(self, setting: str, weights: str | None) -> bool:
         """Return whether this strategy, with weight rule ``weights``, reads config field ``setting``.
@@ -108,7 +122,14 @@ class Strategy:
         >>> get_strategy("reweighted").reads("temperature", "size")
         False
         """
-        return setting not in SETTINGS or SETTINGS[setting].read_by(self.name, weights)
+        if setting == "algorithm_options":
+            return self.algorithm is not None and bool(self.algorithm.options)
+        return setting not in SETTINGS or SETTINGS[setting].read_by(self, weights)
+
+    def own_options(self, options: Mapping) -> dict:
+        """Return the entries of ``options`` (name -> value) that this strategy's algorithm declares."""
+        declared = {} if self.algorithm is None else self.algorithm.options
+        return {name: value for name, value in options.items() if name in declared}
 
     def describe(self, config) -> str:
         """Return a one-line description of this strategy under ``config``."""
@@ -117,7 +138,9 @@ class Strategy:
             prox = f", FedProx mu={config.mu}" if config.mu else ""
             if self.name == "moon":
                 prox = f", contrastive mu={config.moon_mu} T={config.moon_temperature}"
-            return (f"{self.name}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
+            if config.algorithm_options:
+                prox = ", " + ", ".join(f"{name}={value}" for name, value in sorted(config.algorithm_options.items()))
+            return (f"{self.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
                     f"{config.weights} weights, server {server_step(config)}")
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
             else config.weights
@@ -125,7 +148,47 @@ class Strategy:
                 f"SGD(lr={config.lr}, momentum={config.momentum}, weight_decay={config.weight_decay})")
 
 
-STRATEGIES: Registry[Strategy] = Registry("strategy", "strategy")
+def user_strategy(algorithm, reference: str) -> Strategy:
+    """Return the strategy of a user's algorithm class (the object ``reference`` names); refuse anything else.
+
+    The class is recognised by its bases' names, so that this layer need not import torch.
+    """
+    bases = {f"{base.__module__}.{base.__qualname__}" for base in getattr(algorithm, "__mro__", ())}
+    if not isinstance(algorithm, type) or "fedsim.algorithms.base.Algorithm" not in bases:
+        raise TypeError(f"`strategy`={reference!r} is {_kind(algorithm)}, not a subclass of fedsim.algorithms.Algorithm")
+    if algorithm.name in _BUILT_IN:
+        raise ValueError(f"`strategy`={reference!r} is called {algorithm.name!r}, a built-in strategy's name; give "
+                         "the class a `name` of its own")
+    return Strategy(reference, local_training=True, weight_rules=("size", "equal"), algorithm=algorithm)
+
+
+def check_algorithm_options(strategy: Strategy, options) -> dict:
+    """Return ``options`` (name -> value) checked against the options ``strategy``'s algorithm declares.
+
+    Examples
+    --------
+    >>> check_algorithm_options(get_strategy("fedavg"), {"alpha": 0.1})
+    Traceback (most recent call last):
+    ValueError: `algorithm_options` sets 'alpha', but `strategy`='fedavg' declares no options; remove it
+    """
+    if not isinstance(options, dict):
+        raise TypeError(f"`algorithm_options` must be a table of option = value, got {options!r}")
+    declared = {} if strategy.algorithm is None else strategy.algorithm.options
+    checked = {}
+    for name, value in options.items():
+        if name not in declared:
+            known = f"its options: {', '.join(sorted(declared))}" if declared else "declares no options"
+            raise ValueError(f"`algorithm_options` sets {name!r}, but `strategy`={strategy.label!r} "
+                             f"{'has no such option; ' + known if declared else known}; remove it")
+        checked[name] = declared[name].check(name, value)
+    return checked
+
+
+def _kind(value) -> str:
+    return f"the class {value.__name__}" if isinstance(value, type) else f"a {type(value).__name__}"
+
+
+STRATEGIES: Registry[Strategy] = Registry("strategy", "strategy", from_reference=user_strategy)
 for _strategy in (
     Strategy("allreduce", local_training=False, weight_rules=("equal",)),
     Strategy("reweighted", local_training=False, weight_rules=("size", "class-balanced", "dynamic", "equal")),
@@ -135,10 +198,11 @@ for _strategy in (
     Strategy("moon", local_training=True, weight_rules=("size", "equal")),
 ):
     STRATEGIES.register(_strategy.name)(_strategy)
+_BUILT_IN = frozenset(STRATEGIES.names())
 
 
 def get_strategy(name: str) -> Strategy:
-    """Return the strategy called ``name``; an unknown name lists the known ones."""
+    """Return the strategy called ``name``, or of the algorithm a reference names; an unknown name lists the known ones."""
     return STRATEGIES.get(name)
 
 
@@ -160,31 +224,13 @@ def check_strategy_names(strategies: Iterable[str]) -> list[str]:
     if not names:
         raise ValueError(f"`strategies` is empty: name at least one of {', '.join(list_strategies())}")
     for name in names:
-        if name not in STRATEGIES:
+        if name not in STRATEGIES and not is_reference(name):
             raise ValueError(f"unknown strategy {name!r} in `strategies`; known: {', '.join(list_strategies())}")
-    repeated = next((name for i, name in enumerate(names) if name in names[:i]), None)
+    labels = [get_strategy(name).label for name in names]
+    repeated = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
     if repeated is not None:
         raise ValueError(f"`strategies` names {repeated!r} twice; name each strategy once")
     return names
-
-
-#: Strategies whose clients keep a state between rounds (SCAFFOLD's control variate, MOON's previous model).
-STATEFUL_CLIENTS = ("scaffold", "moon")
-
-
-def check_stateless_clients(strategy: str, engine: str) -> None:
-    """Refuse a strategy whose clients keep a state between rounds on ``engine``, which runs it on `fedsim run` only.
-
-    Examples
-    --------
-    >>> check_stateless_clients("fednova", "fedsim ddp")
-    >>> check_stateless_clients("moon", "fedsim ddp")
-    Traceback (most recent call last):
-    ValueError: `strategy`='moon' keeps a state on each client between rounds, which fedsim ddp does not hold; run it with `fedsim run` (in-process)
-    """
-    if strategy in STATEFUL_CLIENTS:
-        raise ValueError(f"`strategy`={strategy!r} keeps a state on each client between rounds, which {engine} "
-                         "does not hold; run it with `fedsim run` (in-process)")
 
 
 def rule_for(strategy: str, weights: str | None) -> str:

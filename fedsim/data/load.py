@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
 
+from fedsim.references import calling, check_callable
 from fedsim.registry import Registry
 from partitions._checks import check_integer
 
@@ -16,7 +18,26 @@ from .files import removed_on_failure
 #: Environment variable naming the folder datasets live in (one sub-folder per dataset).
 DATA_ENV = "FEDSIM_DATA"
 
-_DATASETS: Registry[Callable[..., Dataset]] = Registry("dataset", "name")
+def user_dataset(loader, reference: str) -> Callable[..., Dataset]:
+    """Return the registry entry of a user's dataset loader that ``reference`` names.
+
+    The loader returns a `Dataset`; it takes ``root``, ``download`` and ``seed`` if it declares
+    them, and its other keyword parameters are its options, as a registered factory's are.
+    Whatever fails in it is one error naming ``dataset``.
+    """
+    check_callable(loader, reference, "dataset", "a dataset loader returning a fedsim.data.Dataset")
+
+    @functools.wraps(loader)  # keeps the signature, which tells `load_dataset` the options
+    def load(**arguments) -> Dataset:
+        data = calling(reference, "dataset", loader, **arguments)
+        if not isinstance(data, Dataset):
+            raise TypeError(f"`dataset`={reference!r} returned a {type(data).__name__}, not a fedsim.data.Dataset")
+        return data
+
+    return load
+
+
+_DATASETS: Registry[Callable[..., Dataset]] = Registry("dataset", "name", from_reference=user_dataset)
 
 # Arguments `load_dataset` passes to a factory that declares them; every other parameter of a
 # factory is one of its options.

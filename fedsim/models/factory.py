@@ -5,9 +5,31 @@ from __future__ import annotations
 from torch import nn
 
 from fedsim.checks import check_integer
+from fedsim.references import calling, check_callable
 from fedsim.registry import Registry
 
-_MODELS = Registry("model", "name")
+def user_model(factory, reference: str):
+    """Return the registry entry of a user's model factory (or `nn.Module` class) that ``reference`` names.
+
+    The factory takes ``num_classes``, ``in_channels`` and ``image_size`` (and the model's own
+    options) and returns an `nn.Module`; whatever else it does is one error naming ``model``.
+    """
+    check_callable(factory, reference, "model", "a model factory (num_classes, in_channels, image_size)")
+
+    def build(*, num_classes, in_channels, image_size, norm=None, se=False, **options):
+        if norm is not None or se:
+            raise ValueError(f"`model`={reference!r} is a user's model: `norm` and `se` do not apply; set them in "
+                             "its factory")
+        model = calling(reference, "model", factory, num_classes=num_classes, in_channels=in_channels,
+                        image_size=image_size, **options)
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"`model`={reference!r} returned a {type(model).__name__}, not a torch.nn.Module")
+        return model
+
+    return build
+
+
+_MODELS = Registry("model", "name", from_reference=user_model)
 
 #: Decorator that registers a factory ``(*, num_classes, in_channels, image_size, norm, se, **kwargs)``.
 register_model = _MODELS.register

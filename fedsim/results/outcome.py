@@ -68,7 +68,7 @@ def strategy_summary(out, config) -> dict | None:
     a run diverged, or hold ``null``, which they keep.
     """
     path = Path(out) / "summary.json"
-    summary = read_json(path).get(config.strategy) if path.exists() else None
+    summary = read_json(path).get(config.label) if path.exists() else None
     if not isinstance(summary, dict):
         return None
     return {key: math.nan if value is None and not key.startswith("diverged") else value

@@ -150,7 +150,7 @@ class Recorder:
         if not self.quiet:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=self.config.rounds, initial=self.progress.round, desc=self.config.strategy,
+            self._bar = tqdm(total=self.config.rounds, initial=self.progress.round, desc=self.config.label,
                              unit="round", leave=True)
         return restored
 
@@ -257,7 +257,7 @@ class Recorder:
         self.diverged.rows, self.diverged.summary = list(self.rows), self.summary()
         if self.folder is not None:
             with deferred_interrupt():
-                self.folder.write_summary({self.config.strategy: self.diverged.summary})
+                self.folder.write_summary({self.config.label: self.diverged.summary})
         raise self.diverged
 
     def summary(self, extra: dict | None = None) -> dict:
@@ -278,11 +278,11 @@ class Recorder:
         summary = self.summary(extra)
         if self.folder is not None:
             with deferred_interrupt():
-                self.folder.write_summary({self.config.strategy: summary})
+                self.folder.write_summary({self.config.label: summary})
                 self.folder.save_model(global_state)
             from .plots import learning_curves
 
-            learning_curves({self.config.strategy: self.rows}, path=self.folder.path / "learning_curves.png",
+            learning_curves({self.config.label: self.rows}, path=self.folder.path / "learning_curves.png",
                             title=run_title(self.config, self.partition))
         return summary
 
@@ -291,7 +291,7 @@ class Recorder:
         multilabel = self.multilabel
         progress = self.progress
         row = {
-            "strategy": self.config.strategy,
+            "strategy": self.config.label,
             "round": progress.round,
             "samples_seen": progress.samples_seen,
             "bytes_communicated": progress.bytes_communicated,

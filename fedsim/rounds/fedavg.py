@@ -51,6 +51,7 @@ class FedAvgRounds:
         self.algorithm = round_algorithm(config, model, self.global_state)
         # what one client receives, and sends, in a round
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
+        self._kept: list[tuple[list[torch.Tensor], float]] = []  # a non-linear algorithm's models of the round
         # one loss scaler for all clients, so that none restarts from the initial fp16 scale
         self._scaler = loss_scaler(config.amp, self.global_state[0].device)
 
@@ -80,8 +81,21 @@ class FedAvgRounds:
         for client, weight in assignments:
             update = self.train_client(client, round_index)
             stats.add_client(update.samples_processed, update.loss_sum, update.num_steps, f"client {client}")
-            accumulate(weighted_sum, trained, self.algorithm.scale(weight, update.num_steps))
+            self.add_trained(weighted_sum, trained, weight, update.num_steps)
             self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
+
+    def add_trained(self, weighted_sum: list[torch.Tensor], trained: list[torch.Tensor], weight: float,
+                    num_steps: int) -> None:
+        """Add a client's trained tensors to the round: to the running weighted sum, or a copy kept whole.
+
+        A linear algorithm's combination is that sum; the others' (`fedsim.algorithms.Algorithm.aggregate`)
+        need every model, kept in client order until `step_server`.
+        """
+        scale = self.algorithm.scale(weight, num_steps)
+        if self.algorithm.linear:
+            accumulate(weighted_sum, trained, scale)
+        else:
+            self._kept.append(([tensor.detach().clone() for tensor in trained], scale))
 
     def sampled_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
@@ -94,12 +108,18 @@ class FedAvgRounds:
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
             training=self.training, seed=self.config.seed, round=round_index, client=client, return_delta=False,
             noise_sigma=float(self.noise[client]), scaler=self._scaler,
-            **self.algorithm.client_terms(client, self.global_state),
+            terms=self.algorithm.local_terms(client, self.global_state),
         )
 
     def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
         """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten)."""
         stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
+        if not self.algorithm.linear:
+            kept, self._kept = self._kept, []
+            combined = self.algorithm.aggregate([model for model, _ in kept], [scale for _, scale in kept],
+                                                self.global_state)
+            with torch.no_grad():
+                torch._foreach_copy_(mean_state, combined)
         self.algorithm.to_delta(mean_state, self.global_state)
         self.server.step_delta(mean_state)
         self.algorithm.end_round()

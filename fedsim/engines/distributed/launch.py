@@ -132,9 +132,10 @@ def stop(process: subprocess.Popen) -> None:
 
 def check_world_size(config, world_size: int) -> None:
     """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
-    from ...config.strategies import check_stateless_clients, get_strategy
+    from ...algorithms import check_clients_shared_out
+    from ...config.strategies import get_strategy
 
-    check_stateless_clients(config.strategy, "fedsim ddp")
+    check_clients_shared_out(config.strategy, "fedsim ddp")
     if world_size < 1:
         raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
     if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:

@@ -116,7 +116,7 @@ class FolderProgress:
         if not quiet:
             from tqdm.auto import tqdm
 
-            self._bar = tqdm(total=config.rounds, initial=len(written_rows(out)), desc=config.strategy,
+            self._bar = tqdm(total=config.rounds, initial=len(written_rows(out)), desc=config.label,
                              unit="round", leave=True)
 
 

@@ -17,7 +17,8 @@ from ...client import evaluate
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
 from ...results.folder import RunFolder
-from ...config.strategies import STATEFUL_CLIENTS, get_strategy
+from ...algorithms import algorithm_class
+from ...config.strategies import get_strategy
 from ...rounds.fedavg import FedAvgRounds
 from ...rounds.result import build_rounds, evaluated_state, restore
 from .client_app import config_json
@@ -76,11 +77,12 @@ def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
     `fedsim ddp` only. The state that SCAFFOLD's and MOON's clients keep between rounds lives on
     their nodes for one Flower run, so such a run cannot be resumed (``resume``).
     """
-    if resume and config.strategy in STATEFUL_CLIENTS:
+    local = get_strategy(config.strategy).local_training
+    if resume and local and algorithm_class(config.strategy).stateful_clients:
         raise ValueError(f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one "
                          "Flower run, which a resumed run would start without; rerun it from the start in a "
                          "new folder")
-    if get_strategy(config.strategy).local_training:
+    if local:
         return
     refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}
     for name, is_set in refused.items():

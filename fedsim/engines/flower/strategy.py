@@ -25,7 +25,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from ...aggregate import accumulate, aggregation_weights
+from ...aggregate import aggregation_weights
 from ...results.recorder import RoundStats
 from .client_app import config_json
 from .records import extra_tensors, from_record, to_record
@@ -155,8 +155,8 @@ class SeededFedAvg(FedsimStrategy):
         for client, weight in zip(clients, weights):
             content = by_client[client]
             counts = content["metrics"]
-            scale = rounds.algorithm.scale(float(weight), int(counts["steps"]))
-            accumulate(mean_state, from_record(content["arrays"], self.names, rounds.global_state), scale)
+            rounds.add_trained(mean_state, from_record(content["arrays"], self.names, rounds.global_state),
+                               float(weight), int(counts["steps"]))
             if reply := extra_tensors(content["arrays"]):
                 rounds.algorithm.add_reply([tensor.to(rounds.global_state[0]) for tensor in reply])
             stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]),

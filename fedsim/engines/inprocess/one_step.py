@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ...algorithms.base import RoundAlgorithm
 from ...client import local_batches, set_state, state_tensors
 from ...results.recorder import RoundStats
 from ...seeding import Stream, torch_generator
@@ -64,7 +63,7 @@ class OneStepClients:
         """Whether some of ``rounds``' clients may take a single step, and one forward computes what theirs would.
 
         That needs plain SGD, no BatchNorm or dropout, no AMP, one micro-batch, and an algorithm
-        without client terms or after-steps.
+        that is linear and trains its clients without hooks (`fedsim.algorithms.Algorithm`'s capabilities).
         """
         training, algorithm = rounds.training, rounds.algorithm
         # more than one step for every client: two epochs, two steps, or a full second batch in the one epoch
@@ -72,8 +71,7 @@ class OneStepClients:
             training.local_steps is None and training.epochs == 1 and int(min(rounds.sizes)) < 2 * training.batch_size)
         return (one_step_possible and rounds.config.fused and training.optimizer.name == "sgd" and not training.amp
                 and training.micro_batches == 1 and not forward_per_rank(rounds.model)
-                and type(algorithm).client_terms is RoundAlgorithm.client_terms
-                and type(algorithm).after_client is RoundAlgorithm.after_client)
+                and algorithm.linear and not algorithm.needs_client_loop)
 
     def split(self, round_index: int, assignments: list[tuple[int, float]]) -> tuple[list[OneStepClient], list]:
         """Return the (client, weight) pairs that take one step, with their batches, and the others."""

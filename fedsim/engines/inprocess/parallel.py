@@ -10,9 +10,10 @@ message to a worker is a list of (client, weight) pairs. The buffers are added i
 so a result never depends on which worker finishes first; it differs from ``--workers 1`` only by
 the order of a floating-point sum (the tests compare them in float64).
 
-Fork starts the workers: the CPU only, and not for strategies whose clients keep a state between
-rounds (`fedsim.config.strategies.STATEFUL_CLIENTS`), which would have to follow a client from worker
-to worker.
+Fork starts the workers: the CPU only, and not for algorithms whose clients keep a state between
+rounds, which would have to follow a client from worker to worker, nor for those whose
+combination of the models is not a weighted sum that each worker can add its share of (what an
+algorithm declares, `fedsim.algorithms.Algorithm`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import torch
 
 from ...interrupts import ignore_stop_signals
 from ...results.recorder import RoundStats
-from ...config.strategies import STATEFUL_CLIENTS, get_strategy
+from ...algorithms import algorithm_class
+from ...config.strategies import get_strategy
 from .fedavg import InProcessFedAvgRounds
 
 #: Seconds a worker has to exit once told to, before it is killed.
@@ -49,9 +51,14 @@ def check_workers(workers, config) -> None:
     if not get_strategy(config.strategy).local_training:
         raise ValueError(f"`--workers` {workers} trains FedAvg's clients in parallel; `strategy`={config.strategy!r} "
                          "takes one step of every rank at a time: leave --workers out (or run it with fedsim ddp)")
-    if config.strategy in STATEFUL_CLIENTS:
+    algorithm = algorithm_class(config.strategy)
+    if algorithm.stateful_clients:
         raise ValueError(f"`strategy`={config.strategy!r} keeps a state on each client between rounds: leave "
                          f"--workers out (with `--workers` {workers} a client trains in whichever process serves it)")
+    if not algorithm.linear:
+        raise ValueError(f"`strategy`={config.strategy!r} combines the round's models other than by a weighted sum "
+                         f"(it overrides `aggregate`), which the workers' partial sums cannot give: leave --workers "
+                         "out")
     if config.device != "cpu":
         raise ValueError(f"`--workers` {workers} forks CPU processes; with `device`={config.device!r} leave it out")
 

@@ -1,0 +1,43 @@
+"""Robust aggregation (Yin et al., "Byzantine-Robust Distributed Learning", ICML 2018), on fedsim's public API.
+
+The server combines the round's trained models coordinate by coordinate: the median, or the
+mean of what is left once the ``beta`` share of largest and of smallest values is dropped. The
+clients train as FedAvg's do; only `Algorithm.aggregate` changes. Run it with::
+
+    fedsim run --strategy examples/algorithms/robust.py:TrimmedMean --algorithm-option beta=0.2 ...
+"""
+
+import math
+
+import torch
+
+from fedsim.algorithms import Algorithm, Option
+
+
+def sorted_coordinates(models):
+    """Yield, per tensor, the clients' values stacked along a first axis and sorted along it."""
+    for tensors in zip(*models):
+        yield torch.stack(tensors).sort(dim=0).values
+
+
+class Median(Algorithm):
+    """The coordinate-wise median of the clients' models (the mean of the two middle values for an even count)."""
+
+    name = "median"
+
+    def aggregate(self, models, weights, global_state):
+        count = len(models)
+        return [(values[(count - 1) // 2] + values[count // 2]) / 2 for values in sorted_coordinates(models)]
+
+
+class TrimmedMean(Algorithm):
+    """The coordinate-wise beta-trimmed mean: drop the floor(beta m) largest and smallest of m values, average the rest."""
+
+    name = "trimmed-mean"
+    options = {"beta": Option(0.1, low=0.0, high=0.5, help="share of the largest, and of the smallest, values "
+                                                           "dropped at each coordinate")}
+
+    def aggregate(self, models, weights, global_state):
+        count = len(models)
+        dropped = min(math.floor(self.option("beta") * count), (count - 1) // 2)  # at least one value stays
+        return [values[dropped : count - dropped].mean(dim=0) for values in sorted_coordinates(models)]

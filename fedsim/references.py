@@ -1,0 +1,199 @@
+"""A user's code by reference: ``package.module:Name`` or ``path/to/file.py:Name``, wherever a name is accepted.
+
+`--strategy`, `--model` and `--dataset` take a registered name or a reference to an object of
+the user's own code. Every process of a run resolves the same reference from the run's config
+(a torchrun rank, a Flower SuperNode or simulation worker), so user code reaches every engine
+without a registration that only one process would see:
+
+- a file reference is made absolute once (`canonical`), so that a process started in another
+  folder imports the same file; `digest` fingerprints it, so that a resumed run can refuse a
+  file that changed since the run started;
+- a module reference is imported from ``sys.path``, to which the folder the run started in is
+  added (as ``python -m`` adds it); `child_pythonpath` hands that folder to the processes a run
+  starts.
+
+Each failure is one `ValueError` (or `TypeError` for an object of the wrong kind) naming the
+parameter that took the reference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The environment variable holding the folder a run's module references are imported from.
+START_FOLDER_ENV = "FEDSIM_START_FOLDER"
+
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+_ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def is_reference(text) -> bool:
+    """Return whether ``text`` is a reference to user code (it holds ``:``) rather than a registered name.
+
+    Examples
+    --------
+    >>> is_reference("cnn"), is_reference("my_pkg.nets:make_net"), is_reference("nets.py:Net")
+    (False, True, True)
+    """
+    return isinstance(text, str) and ":" in text
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A parsed reference: a module name or a ``.py`` file, and an attribute of it (dotted for a nested one).
+
+    Attributes
+    ----------
+    text : str
+        The reference as written.
+    module : str or None
+        The module's import name, for ``package.module:Name``.
+    path : pathlib.Path or None
+        The file, for ``path/to/file.py:Name``.
+    attribute : str
+    """
+
+    text: str
+    module: str | None
+    path: Path | None
+    attribute: str
+
+    @classmethod
+    def parse(cls, text: str, parameter: str) -> Reference:
+        """Parse ``text`` (given as ``parameter``); a malformed one is refused with the two forms.
+
+        Examples
+        --------
+        >>> Reference.parse("my_pkg.nets:make_net", "model").module
+        'my_pkg.nets'
+        >>> Reference.parse("nets:", "model")
+        Traceback (most recent call last):
+        ValueError: `model`='nets:' is not a reference: write package.module:Name or path/to/file.py:Name
+        """
+        where, _, attribute = text.rpartition(":")
+        if not where or not _ATTRIBUTE.match(attribute):
+            raise ValueError(f"`{parameter}`={text!r} is not a reference: write package.module:Name or "
+                             "path/to/file.py:Name")
+        if where.endswith(".py"):
+            return cls(text, None, Path(where), attribute)
+        if not _MODULE.match(where):
+            raise ValueError(f"`{parameter}`={text!r}: {where!r} is neither a module name (package.module) nor a "
+                             ".py file")
+        return cls(text, where, None, attribute)
+
+
+def canonical(text: str, parameter: str) -> str:
+    """Return ``text`` with a file reference's path made absolute, so that any process finds the same file.
+
+    The file must exist; a module reference is returned as is.
+    """
+    reference = Reference.parse(text, parameter)
+    if reference.path is None:
+        return text
+    path = reference.path.expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"`{parameter}`={text!r}: no file {str(path)!r}")
+    return f"{path}:{reference.attribute}"
+
+
+def digest(text: str) -> str | None:
+    """Return the SHA-256 of a file reference's file (``None`` for a module reference), to tell a changed file."""
+    reference = Reference.parse(text, "reference")
+    if reference.path is None:
+        return None
+    return hashlib.sha256(reference.path.read_bytes()).hexdigest()
+
+
+def load(text: str, parameter: str):
+    """Import the object ``text`` refers to; each failure is one error naming ``parameter``.
+
+    A file is imported once per process under a module name of its own, so that every
+    resolution of one reference returns the same object (a class stays one class).
+    """
+    reference = Reference.parse(text, parameter)
+    module = _import_file(reference, parameter) if reference.path is not None else _import_module(reference, parameter)
+    target = module
+    for name in reference.attribute.split("."):
+        if not hasattr(target, name):
+            raise ValueError(f"`{parameter}`={text!r}: {getattr(module, '__name__', reference.module)!r} has no "
+                             f"attribute {reference.attribute!r}")
+        target = getattr(target, name)
+    return target
+
+
+def _import_module(reference: Reference, parameter: str):
+    _add_start_folder()
+    try:
+        return importlib.import_module(reference.module)
+    except ModuleNotFoundError as error:
+        parts = (error.name or "").split(".")
+        if reference.module.split(".")[: len(parts)] == parts:  # the module itself, not one it imports
+            raise ValueError(f"`{parameter}`={reference.text!r}: no module named {error.name!r} (modules are "
+                             f"found from {start_folder()} and the installed packages)") from None
+        raise ValueError(f"`{parameter}`={reference.text!r}: importing {reference.module!r} failed: {error}") \
+            from None
+    except Exception as error:  # noqa: BLE001 - the user's module raised while importing: one line, its error
+        raise ValueError(f"`{parameter}`={reference.text!r}: importing {reference.module!r} raised "
+                         f"{type(error).__name__}: {error}") from None
+
+
+def _import_file(reference: Reference, parameter: str):
+    path = reference.path.expanduser().resolve()
+    if not path.is_file():
+        raise ValueError(f"`{parameter}`={reference.text!r}: no file {str(path)!r}")
+    stem = re.sub(r"\W", "_", path.stem)
+    name = f"fedsim_user_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: a dataclass or pickle in the file looks its module up
+    _add_start_folder()
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - the user's file raised while importing: one line, its error
+        del sys.modules[name]
+        raise ValueError(f"`{parameter}`={reference.text!r}: importing {str(path)!r} raised "
+                         f"{type(error).__name__}: {error}") from None
+    return module
+
+
+def calling(reference: str, parameter: str, function, /, **arguments):
+    """Return ``function(**arguments)``, a user's factory; what it raises becomes one error naming ``parameter``."""
+    try:
+        return function(**arguments)
+    except Exception as error:  # noqa: BLE001 - the user's code failed: one line, with its own error
+        raise ValueError(f"`{parameter}`={reference!r} raised {type(error).__name__}: {error}") from None
+
+
+def check_callable(value, reference: str, parameter: str, what: str) -> None:
+    """Refuse a referenced object that is not callable, saying what ``parameter`` expects."""
+    if not callable(value):
+        raise TypeError(f"`{parameter}`={reference!r} is a {type(value).__name__}, not {what}")
+
+
+def start_folder() -> str:
+    """Return the folder the run started in: module references are imported from it first."""
+    return os.environ.get(START_FOLDER_ENV) or os.getcwd()
+
+
+def _add_start_folder() -> None:
+    folder = start_folder()
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def child_environment(env: dict) -> dict:
+    """Return ``env`` with the run's start folder named, so that a process the run starts imports the same modules."""
+    folder = start_folder()
+    env = dict(env)
+    env[START_FOLDER_ENV] = folder
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [folder, env.get("PYTHONPATH")]))
+    return env

@@ -1,0 +1,132 @@
+"""A user's algorithms through the public API (`examples/algorithms/`), against their papers' rules by hand (float64).
+
+The examples are imported by reference, as a user names them (``path/to/file.py:Name``), never
+from fedsim's package.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedsim.algorithms import algorithm_class
+from fedsim.build import RunSetup
+from fedsim.client import get_state
+from fedsim.config.run_config import RunConfig
+from fedsim.engines.distributed.launch import check_world_size
+from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.parallel import check_workers
+from fedsim.schedule import sample_clients
+
+from .numerics import EXACT
+from .test_algorithms import FULL_BATCH, LR, STEPS, load, sgd_steps, shard_batch
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "algorithms"
+MEDIAN, TRIMMED = f"{EXAMPLES}/robust.py:Median", f"{EXAMPLES}/robust.py:TrimmedMean"
+FEDDYN = f"{EXAMPLES}/feddyn.py:FedDyn"
+# 5 clients, 3 or 4 of them a round, and a server step of 0.7: a mean in place of the median, or
+# a rule that ignores the global step size, lands elsewhere
+ROBUST = {**FULL_BATCH, "num_partitions": 5, "fraction": 0.8, "server_lr": 0.7}
+
+
+def trained_models(setup, x, clients, extra_loss=None):
+    """Each client's model after STEPS full-shard SGD steps from ``x``."""
+    trained = []
+    for k in clients:
+        load(setup.model, x)
+        sgd_steps(setup.model, [shard_batch(setup, k)] * STEPS, extra_loss=extra_loss)
+        trained.append(get_state(setup.model))
+    return trained
+
+
+def robust_by_hand(config, combine):
+    """The global model after ``config.rounds`` rounds whose server combines the trained models with ``combine``."""
+    setup = RunSetup.build(config)
+    x = get_state(setup.model)
+    for round_index in range(config.rounds):
+        clients = sample_clients(config.num_partitions, config.fraction, config.seed, round_index).tolist()
+        trained = trained_models(setup, x, clients)
+        combined = [combine(torch.stack([y[i] for y in trained])) for i in range(len(x))]
+        x = [xi + config.server_lr * (ci - xi) for xi, ci in zip(x, combined)]
+    return x
+
+
+def median(values):
+    """The median along the first axis; for an even count, the mean of the two middle values."""
+    ordered, count = values.sort(dim=0).values, values.shape[0]
+    return (ordered[(count - 1) // 2] + ordered[count // 2]) / 2
+
+
+@pytest.mark.numerics
+def test_the_median_and_the_trimmed_mean_follow_yins_rules():
+    config = RunConfig(strategy=MEDIAN, **ROBUST)
+    assert [len(sample_clients(5, 0.8, 0, r)) for r in range(2)] == [4, 4]  # an even count: two middle values
+    torch.testing.assert_close(run(config).global_state, robust_by_hand(config, median), **EXACT)
+    # beta = 0.25 of 4 values drops the largest and the smallest: the mean of the middle two, here the median too;
+    # with 5 clients a round it is the mean of the middle three
+    trimmed = RunConfig(strategy=TRIMMED, algorithm_options={"beta": 0.25}, **{**ROBUST, "fraction": 1.0})
+    expected = robust_by_hand(trimmed, lambda values: values.sort(dim=0).values[1:4].mean(dim=0))
+    torch.testing.assert_close(run(trimmed).global_state, expected, **EXACT)
+    assert run(trimmed).rows[-1]["strategy"] == "trimmed-mean"
+
+
+@pytest.mark.numerics
+def test_feddyn_follows_its_papers_client_and_server_rules(tmp_path):
+    alpha = 0.1
+    config = RunConfig(strategy=FEDDYN, algorithm_options={"alpha": alpha}, weights="equal",
+                       **{**FULL_BATCH, "num_partitions": 4, "fraction": 0.5, "rounds": 3, "server_lr": 0.7})
+    setup = RunSetup.build(config)
+    x = get_state(setup.model)
+    m = config.num_partitions
+    gradients = {k: [torch.zeros_like(p) for p in x] for k in range(m)}
+    h = [torch.zeros_like(p) for p in x]
+    for round_index in range(config.rounds):
+        clients = sample_clients(m, config.fraction, config.seed, round_index).tolist()
+        trained = []
+        for k in clients:
+            def dynamic(model, inputs, g=gradients[k], anchor=x):
+                params = list(model.parameters())
+                return (-sum((gi * v).sum() for gi, v in zip(g, params))
+                        + alpha / 2 * sum(((v - w) ** 2).sum() for v, w in zip(params, anchor)))
+
+            (y,) = trained_models(setup, x, [k], extra_loss=dynamic)
+            gradients[k] = [gi - alpha * (yi - xi) for gi, yi, xi in zip(gradients[k], y, x)]
+            trained.append(y)
+        h = [hi - alpha / m * sum(y[i] - x[i] for y in trained) for i, hi in enumerate(h)]
+        target = [sum(y[i] for y in trained) / len(trained) - h[i] / alpha for i in range(len(x))]
+        x = [xi + config.server_lr * (ti - xi) for xi, ti in zip(x, target)]
+
+    feddyn = run(config)
+    torch.testing.assert_close(feddyn.global_state, x, **EXACT)
+    # h and every client's g_k are in the checkpoint: 1 round, resumed to 3, is the straight run
+    run(config.replace(rounds=1), tmp_path / "d")
+    torch.testing.assert_close(run(config, tmp_path / "d", resume=True).global_state, feddyn.global_state, **EXACT)
+
+
+def test_capabilities_are_declared_by_the_class_and_read_by_the_engines():
+    assert not algorithm_class(MEDIAN).linear and not algorithm_class(MEDIAN).needs_client_loop
+    assert algorithm_class(FEDDYN).stateful_clients and algorithm_class(FEDDYN).needs_client_loop
+    with pytest.raises(ValueError, match="other than by a weighted sum .* leave --workers out"):
+        check_workers(2, RunConfig(strategy=MEDIAN))
+    check_workers(1, RunConfig(strategy=MEDIAN))
+    with pytest.raises(ValueError, match="keeps a state on each client between rounds: leave --workers out"):
+        check_workers(2, RunConfig(strategy=FEDDYN))
+    with pytest.raises(ValueError, match="other than by a weighted sum.*fedsim ddp"):
+        check_world_size(RunConfig(strategy=MEDIAN, num_partitions=2), 2)
+    with pytest.raises(ValueError, match="keeps a state on each client.*fedsim ddp"):
+        check_world_size(RunConfig(strategy=FEDDYN, num_partitions=2), 2)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"beta": 0.6}, r"`algorithm option beta` must be .*0.5"),
+    ({"beta": "x"}, r"`algorithm option beta` must be a number"),
+    ({"gamma": 1}, r"sets 'gamma', but `strategy`='trimmed-mean' has no such option; its options: beta"),
+])
+def test_a_bad_algorithm_option_is_refused_naming_it(options, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        RunConfig(strategy=TRIMMED, algorithm_options=options)
+
+
+def test_an_option_for_a_method_that_declares_none_is_refused():
+    with pytest.raises(ValueError, match="sets 'beta', but `strategy`='fedavg' declares no options"):
+        RunConfig(strategy="fedavg", algorithm_options={"beta": 0.1})
