@@ -29,22 +29,27 @@ from fedsim.config.partitioning import partition_for
 from fedsim.results.folder import RunFolder, read_json, read_rows, write_atomic
 from fedsim.schedule import SampleGrid
 
-#: The strategies of the grid: fedsim's strategy and the settings that make the variant.
+#: The strategies of the grid: fedsim's strategy and the settings that make the variant. FedProx's
+#: mu is 0.01 (NIID-Bench's and Flower's baseline for FMNIST); FedOpt's three server optimizers
+#: share a server learning rate of 0.01; MOON's mu is 1 and its temperature 0.5.
 ARMS = {
     "allreduce": {"strategy": "allreduce"},
     "reweighted-size": {"strategy": "reweighted", "weights": "size"},
     "reweighted-class-balanced": {"strategy": "reweighted", "weights": "class-balanced"},
     "reweighted-dynamic": {"strategy": "reweighted", "weights": "dynamic"},
-    "fedavg": {"strategy": "fedavg"},
-    "fedprox": {"strategy": "fedavg", "mu": 0.01},  # NIID-Bench's and Flower's baseline mu for FMNIST
-    "scaffold": {"strategy": "scaffold"},
-    "fednova": {"strategy": "fednova"},
-    "moon": {"strategy": "moon"},  # mu 1, temperature 0.5
-    # FedOpt's server optimizers over FedAvg's round, one server learning rate for the three
-    "fedadagrad": {"strategy": "fedavg", "server_optimizer": "adagrad", "server_lr": 0.01},
-    "fedadam": {"strategy": "fedavg", "server_optimizer": "adam", "server_lr": 0.01},
-    "fedyogi": {"strategy": "fedavg", "server_optimizer": "yogi", "server_lr": 0.01},
+    **{name: {"strategy": name} for name in ("fedavg", "fedprox", "scaffold", "fednova", "moon", "fedadagrad",
+                                            "fedadam", "fedyogi")},
 }
+
+
+def arm_settings(arm: str) -> dict:
+    """Return the settings of ``arm``: an arm of `ARMS`, or a user's algorithm by reference (``path/to/file.py:Name``)."""
+    return dict(ARMS.get(arm) or {"strategy": arm})
+
+
+def arm_name(arm: str) -> str:
+    """Return the name tables and folders give ``arm``: its own, or a user's algorithm's ``name``."""
+    return arm if arm in ARMS else RunConfig(strategy=arm).label
 
 #: quick: the embedded mnist-5k, about 40 minutes on 2 CPU cores. niid-bench: NIID-Bench's
 #: published setting (10 parties, all in every round, simple-cnn, batch 64, SGD lr 0.01 momentum
@@ -66,7 +71,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=list(PRESETS), default="quick")
     parser.add_argument("--out", required=True, help="the grid's folder: new, or a grid to continue")
-    parser.add_argument("--strategies", help=f"comma-separated, of {', '.join(ARMS)} (default: the preset's)")
+    parser.add_argument("--strategies", help=f"comma-separated, of {', '.join(ARMS)}, or your own algorithm as "
+                        "package.module:Name or path/to/file.py:Name (default: the preset's)")
     parser.add_argument("--partitions", help=f"comma-separated, of {', '.join(GRID_SCHEMES)} (default: all)")
     parser.add_argument("--seeds", type=int, help="how many seeds, 0..N-1 (default: the preset's)")
     parser.add_argument("--rounds", type=int, help="shorten (or lengthen) the preset's rounds")
@@ -88,7 +94,7 @@ def grid_plan(args) -> dict:
     for name in ("rounds", "local_epochs", "dataset", "model"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
-    arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies")
+    arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies", references=True)
     schemes = chosen(args.partitions, preset["schemes"], GRID_SCHEMES, "--partitions")
     seeds = preset["seeds"] if args.seeds is None else args.seeds
     if seeds < 1:
@@ -101,12 +107,20 @@ def grid_plan(args) -> dict:
             "seeds": seeds, "target": target, "engine": args.engine}
 
 
-def chosen(text: str | None, default: list[str], known: dict, flag: str) -> list[str]:
-    """Return the names ``text`` lists (the default when ``None``), each checked against ``known``."""
+def chosen(text: str | None, default: list[str], known: dict, flag: str, references: bool = False) -> list[str]:
+    """Return the names ``text`` lists (the default when ``None``), each checked against ``known``.
+
+    With ``references``, a user's algorithm by reference is taken too (its file's path made absolute).
+    """
     if text is None:
         return list(default)
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in known]
+    if references:
+        try:
+            names = [RunConfig(strategy=name).strategy if ":" in name else name for name in names]
+        except (ValueError, TypeError) as error:
+            raise SystemExit(f"error: {flag}: {error}") from None
+    unknown = [name for name in names if name not in known and not (references and ":" in name)]
     if unknown or not names:
         raise SystemExit(f"error: {flag} {text!r}: {'unknown ' + repr(unknown[0]) if unknown else 'empty'}; "
                          f"choose from {', '.join(known)}")
@@ -139,7 +153,7 @@ def cell_configs(plan: dict, scheme: str, seed: int) -> tuple[dict[str, RunConfi
     shared = RunConfig(strategy="fedavg", **plan["settings"], **GRID_SCHEMES[scheme], seed=seed)
     configs = {}
     for arm in plan["strategies"]:
-        settings = dict(ARMS[arm])
+        settings = arm_settings(arm)
         configs[arm] = shared.for_strategy(settings.pop("strategy")).replace(**settings)
     return configs, SampleGrid.from_config(shared)
 
@@ -172,7 +186,7 @@ def run_grid(out: Path, plan: dict, *, quiet: bool = False) -> None:
 
 
 def run_folder(out: Path, scheme: str, seed: int, arm: str) -> Path:
-    return out / "runs" / slug(scheme) / f"seed-{seed}" / arm
+    return out / "runs" / slug(scheme) / f"seed-{seed}" / arm_name(arm)
 
 
 def finished_runs(out: Path, plan: dict) -> list[dict]:
@@ -183,8 +197,9 @@ def finished_runs(out: Path, plan: dict) -> list[dict]:
             for arm in plan["strategies"]:
                 folder = run_folder(out, scheme, seed, arm)
                 if (folder / "summary.json").exists():
-                    runs.append({"partition": scheme, "seed": seed, "strategy": arm, "folder": folder,
-                                 "summary": read_json(folder / "summary.json")[ARMS[arm]["strategy"]],
+                    (summary,) = read_json(folder / "summary.json").values()  # a run's one strategy
+                    runs.append({"partition": scheme, "seed": seed, "strategy": arm_name(arm), "folder": folder,
+                                 "summary": summary,
                                  "rows": read_rows(folder / "metrics.csv")})
     return runs
 

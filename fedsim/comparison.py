@@ -14,7 +14,7 @@ from .config.comparison import check_same_strategies, comparison_settings
 from .results.recorder import grid_record, run_title
 from .results.folder import RunFolder, read_json
 from .schedule import SampleGrid
-from .config.strategies import check_strategy_names, get_strategy
+from .config.strategies import canonical_names, check_strategy_names, get_strategy
 
 
 #: Where `compare` runs the strategies: this process, or Flower's simulation engine.
@@ -68,9 +68,9 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     """
     strategies = check_strategy_names(strategies)
     configs = list(configs.values()) if configs is not None else [strategy_config(config, name) for name in strategies]
-    configs = {run_config.label: run_config for run_config in configs}  # a user's algorithm by its name
+    configs = labelled(configs)
     run_strategy = engine_runner(engine, configs, resume=resume, verbose=verbose)
-    folder = check_comparison(out, config, configs, resume=resume)  # a bad `--out` is reported before any work
+    folder = check_comparison(out, config, configs, strategies, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
         partition = partition_for(config, data.train_labels.numpy())
@@ -79,7 +79,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     # the settings as given once (each strategy's folder checks its own on resume); rewritten on resume, so that
     # config.json says the rounds the comparison now runs to, and a resume from it needs only `--out`
     resumed_from = min(RunFolder(out / name).checkpoint_round() for name in configs) if resume else None
-    folder.write_config({**comparison_settings(configs), "strategies": [c.strategy for c in configs.values()]},
+    folder.write_config({**comparison_settings(configs), "strategies": canonical_names(strategies)},
                         from_round=resumed_from)
     if not resume:
         partition.save(out / "partition.json")
@@ -105,6 +105,15 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
                     title=title)
     return results
+
+
+def labelled(configs: list) -> dict:
+    """Return the configs by what each runs (`fedsim.config.RunConfig.label`), refusing two that run alike."""
+    labels = [run_config.label for run_config in configs]
+    repeated = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
+    if repeated is not None:
+        raise ValueError(f"two of `strategies` both run {repeated!r} under these settings; name each method once")
+    return dict(zip(labels, configs))
 
 
 def check_engine(engine: str, configs: dict, *, resume: bool = False) -> None:
@@ -135,7 +144,7 @@ def engine_runner(engine: str, configs: dict, *, resume: bool = False, verbose: 
     return run_on_flower
 
 
-def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
+def check_comparison(out, config, configs: dict, strategies: list[str], *, resume: bool) -> RunFolder:
     """Check, changing nothing, that ``out`` can take this comparison, or holds it to resume; return its folder.
 
     Resuming needs the same strategies and the same settings of each (each strategy's own run
@@ -146,10 +155,10 @@ def check_comparison(out, config, configs: dict, *, resume: bool) -> RunFolder:
     if not resume:
         return folder
     check_same_strategies(folder.path, read_json(folder.path / "config.json").get("strategies"),
-                          [run_config.strategy for run_config in configs.values()])
+                          canonical_names(strategies))
     grid = SampleGrid.from_config(configs.get("fedavg", config))
-    for name, run_config in configs.items():
-        strategy_folder = RunFolder(folder.path / name)
+    for run_config in configs.values():
+        strategy_folder = RunFolder(folder.path / run_config.label)
         if strategy_folder.holds_run():
             strategy_folder.check(resume=True, config=run_config, extra=grid_record(run_config, grid))
     return folder

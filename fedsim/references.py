@@ -34,6 +34,24 @@ _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 _ATTRIBUTE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
+#: The ready formats of a user's data, by the prefix of ``--dataset`` (`fedsim.data.formats`); not references.
+DATASET_FORMATS = ("npz", "imagefolder")
+
+
+def split_format(name) -> tuple[str, str] | None:
+    """Return (format, path) of ``npz:FILE`` or ``imagefolder:DIR``; ``None`` for any other name.
+
+    Examples
+    --------
+    >>> split_format("npz:data/mine.npz"), split_format("mnist-5k")
+    (('npz', 'data/mine.npz'), None)
+    """
+    if not isinstance(name, str):
+        return None
+    prefix, separator, path = name.partition(":")
+    return (prefix, path) if separator and prefix in DATASET_FORMATS else None
+
+
 def is_reference(text) -> bool:
     """Return whether ``text`` is a reference to user code (it holds ``:``) rather than a registered name.
 
@@ -42,7 +60,7 @@ def is_reference(text) -> bool:
     >>> is_reference("cnn"), is_reference("my_pkg.nets:make_net"), is_reference("nets.py:Net")
     (False, True, True)
     """
-    return isinstance(text, str) and ":" in text
+    return isinstance(text, str) and ":" in text and split_format(text) is None
 
 
 @dataclass(frozen=True)
@@ -92,8 +110,11 @@ class Reference:
 def canonical(text: str, parameter: str) -> str:
     """Return ``text`` with a file reference's path made absolute, so that any process finds the same file.
 
-    The file must exist; a module reference is returned as is.
+    The file must exist; a module reference is returned as is; ``npz:FILE`` and
+    ``imagefolder:DIR`` get their path made absolute too.
     """
+    if (data_format := split_format(text)) is not None:
+        return f"{data_format[0]}:{Path(data_format[1]).expanduser().resolve()}"
     reference = Reference.parse(text, parameter)
     if reference.path is None:
         return text

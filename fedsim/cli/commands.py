@@ -61,7 +61,8 @@ def command_compare(args) -> None:
     check_engine(args.engine, configs, resume=args.resume)
     if args.verbose and args.engine != "flower":
         raise ValueError("`--verbose` shows Flower's and Ray's log: it applies with `--engine flower` only")
-    check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, resume=args.resume)
+    check_comparison(args.out, configs.get("fedavg", next(iter(configs.values()))), configs, names,
+                     resume=args.resume)
     shared = configs.get("fedavg", next(iter(configs.values())))  # FedAvg's settings make the samples grid
     data, partition = prepare(shared)
     for config in configs.values():

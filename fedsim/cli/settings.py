@@ -12,6 +12,7 @@ from pathlib import Path
 from ..config.comparison import check_same_strategies
 from ..config.files import merge_settings, read_settings, strategy_list
 from ..config.run_config import RunConfig
+from ..config.strategies import canonical_names
 
 # What `fedsim compare` compares when neither `--strategies` nor the settings file names strategies.
 DEFAULT_STRATEGIES = "allreduce,reweighted,fedavg"
@@ -42,7 +43,7 @@ def settings_from_args(args) -> tuple[dict, str]:
         given = next((strategies for strategies in listed if strategies), DEFAULT_STRATEGIES)
         args.strategies = ",".join(strategy_list(given))
         if compared:  # before the settings meet the other list, which would blame one of them
-            check_same_strategies(args.out, strategy_list(compared), strategy_list(given))
+            check_same_strategies(args.out, strategy_list(compared), canonical_names(strategy_list(given)))
     settings = merge_settings(merge_settings(saved, from_file), flags)
     sources = [f"{args.out}/config.json"] * bool(saved) + [str(config_file)] * bool(config_file)
     source = " and ".join(sources) or "the flags"

@@ -113,6 +113,10 @@ def _check_value(name: str, value, path: Path, line: str) -> None:
         except (ValueError, TypeError) as error:
             raise type(error)(f"{path}{line}: {error}") from None
         return
+    if name == "algorithm_options":  # an algorithm's own: checked against its declarations with the strategy
+        if not isinstance(value, dict):
+            raise TypeError(f"{path}{line}: `algorithm_options` must be a table of option = value, got {value!r}")
+        return
     try:
         RunConfig(**_where_read(name), **{name: value})
     except (ValueError, TypeError) as error:
@@ -129,10 +133,11 @@ def strategy_list(value) -> list[str]:
 
 
 def merge_settings(base: Mapping, overrides: Mapping) -> dict:
-    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` tables key by key."""
+    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` (and ``algorithm_options``) key by key."""
     merged = {**base, **overrides}
-    if isinstance(base.get("dataset_options"), dict) and isinstance(overrides.get("dataset_options"), dict):
-        merged["dataset_options"] = {**base["dataset_options"], **overrides["dataset_options"]}
+    for table in ("dataset_options", "algorithm_options"):
+        if isinstance(base.get(table), dict) and isinstance(overrides.get(table), dict):
+            merged[table] = {**base[table], **overrides[table]}
     return merged
 
 

@@ -10,8 +10,8 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
-from ..references import canonical, is_reference
-from .strategies import SETTINGS, check_algorithm_options, get_strategy, unread_message
+from ..references import canonical, is_reference, split_format
+from .strategies import SETTINGS, check_algorithm_options, get_strategy, run_label, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -213,9 +213,12 @@ class RunConfig:
 
     def __post_init__(self):
         for name in ("strategy", "model", "dataset"):  # a file's path absolute: every process finds the same file
-            if is_reference(getattr(self, name)):
+            if is_reference(getattr(self, name)) or (name == "dataset" and split_format(self.dataset)):
                 object.__setattr__(self, name, canonical(getattr(self, name), name))
         strategy = get_strategy(self.strategy)
+        if strategy.named_settings:  # fedadam and the like: fedavg with their settings
+            self._apply_named_settings(strategy)
+            strategy = get_strategy(strategy.base)
         object.__setattr__(self, "algorithm_options", check_algorithm_options(strategy, self.algorithm_options))
         check_choice("partition", self.partition, SCHEMES)
         if not isinstance(self.dataset_options, dict):
@@ -304,8 +307,19 @@ class RunConfig:
 
     @property
     def label(self) -> str:
-        """The strategy's name in rows, tables and folders: ``strategy``, or a user's algorithm's ``name``."""
-        return get_strategy(self.strategy).label
+        """What this config runs, as rows, tables and folders name it (`fedsim.config.strategies.run_label`)."""
+        return run_label(self)
+
+    def _apply_named_settings(self, strategy) -> None:
+        """Set the fields ``strategy`` (fedadam, fedprox...) names where they are at their defaults; run fedavg."""
+        for name, value in strategy.named_settings:
+            current = getattr(self, name)
+            if current == _FIELD_DEFAULTS[name]:
+                object.__setattr__(self, name, value)
+            elif name == "server_optimizer":
+                raise ValueError(f"`strategy`={strategy.name!r} is fedavg with `server_optimizer`={value!r}; it "
+                                 f"cannot take `server_optimizer`={current!r}: use `strategy`='fed{current}'")
+        object.__setattr__(self, "strategy", strategy.base)
 
     @property
     def torch_dtype(self):

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..references import is_reference
+from ..references import canonical, is_reference
 from ..registry import Registry
 
 
@@ -52,7 +52,7 @@ class Setting:
 
         A user's algorithm reads the settings every local-training strategy reads (``LOCAL``).
         """
-        read = strategy.name in self.strategies or (strategy.algorithm is not None and LOCAL <= self.strategies)
+        read = strategy.base in self.strategies or (strategy.algorithm is not None and LOCAL <= self.strategies)
         return read and self.weights in (None, weights)
 
 
@@ -86,6 +86,19 @@ SETTINGS: dict[str, Setting] = {
 }
 
 
+#: FedAvg's round under the names of the methods that are settings of it: FedProx (Li et al., MLSys 2020),
+#: FedAvgM (Hsu et al. 2019), FedAdagrad, FedAdam and FedYogi (Reddi et al., ICLR 2021). The name sets
+#: these fields where a config leaves them at their defaults (the values of Flower's and NIID-Bench's
+#: baselines); the run itself is fedavg with them, and it records the name of what ran (`run_label`).
+NAMED_SETTINGS = {
+    "fedprox": {"mu": 0.01},
+    "fedavgm": {"server_momentum": 0.9},
+    "fedadagrad": {"server_optimizer": "adagrad", "server_lr": 0.01},
+    "fedadam": {"server_optimizer": "adam", "server_lr": 0.01},
+    "fedyogi": {"server_optimizer": "yogi", "server_lr": 0.01},
+}
+
+
 @dataclass(frozen=True)
 class Strategy:
     """How a strategy fills in the round loop.
@@ -106,10 +119,16 @@ class Strategy:
     local_training: bool
     weight_rules: tuple[str, ...]
     algorithm: type | None = None
+    named_settings: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def base(self) -> str:
+        """The strategy that runs: fedavg for FedAvg's named settings (`NAMED_SETTINGS`), else the name."""
+        return "fedavg" if self.named_settings else self.name
 
     @property
     def label(self) -> str:
-        """What runs record and tables show: the name, or a user's algorithm's ``name``."""
+        """The strategy's own name: the name, or a user's algorithm's ``name`` (a run's is `run_label`)."""
         return self.name if self.algorithm is None else self.algorithm.name
 
     def reads(self, setting: str, weights: str | None) -> bool:
@@ -162,6 +181,39 @@ def user_strategy(algorithm, reference: str) -> Strategy:
     return Strategy(reference, local_training=True, weight_rules=("size", "equal"), algorithm=algorithm)
 
 
+def server_label(config) -> str | None:
+    """Return the name of FedAvg's server step under ``config``: None for plain SGD, fedavgm, fedadam and the like."""
+    if config.server_optimizer != "sgd":
+        return f"fed{config.server_optimizer}"
+    return "fedavgm" if config.server_momentum > 0 else None
+
+
+def run_label(config) -> str:
+    """Return what ``config`` runs, as its rows, tables and folders name it.
+
+    The strategy's name, FedProx's where fedavg has a proximal term, and the server step's where
+    it is not plain SGD: alone over fedavg (fedadam), after ``+`` over another round (scaffold+fedadam).
+
+    Examples
+    --------
+    >>> from fedsim.config import RunConfig
+    >>> [RunConfig(strategy=name).label for name in ("fedavg", "fedadam", "fedprox", "scaffold", "allreduce")]
+    ['fedavg', 'fedadam', 'fedprox', 'scaffold', 'allreduce']
+    >>> RunConfig(strategy="scaffold", server_optimizer="yogi").label, RunConfig(strategy="fedprox", server_momentum=0.5).label
+    ('scaffold+fedyogi', 'fedprox+fedavgm')
+    """
+    strategy = get_strategy(config.strategy)
+    name = strategy.label
+    if not strategy.local_training:
+        return name
+    if name == "fedavg" and config.mu > 0:
+        name = "fedprox"
+    server = server_label(config)
+    if server is None:
+        return name
+    return server if name == "fedavg" else f"{name}+{server}"
+
+
 def check_algorithm_options(strategy: Strategy, options) -> dict:
     """Return ``options`` (name -> value) checked against the options ``strategy``'s algorithm declares.
 
@@ -196,9 +248,16 @@ for _strategy in (
     Strategy("scaffold", local_training=True, weight_rules=("size", "equal")),
     Strategy("fednova", local_training=True, weight_rules=("size", "equal")),
     Strategy("moon", local_training=True, weight_rules=("size", "equal")),
+    *(Strategy(name, local_training=True, weight_rules=("size", "equal"), named_settings=tuple(settings.items()))
+      for name, settings in NAMED_SETTINGS.items()),
 ):
     STRATEGIES.register(_strategy.name)(_strategy)
 _BUILT_IN = frozenset(STRATEGIES.names())
+
+
+def canonical_names(names: Iterable[str]) -> list[str]:
+    """Return strategy names with each file reference's path absolute, as a comparison records them."""
+    return [canonical(name, "strategies") if is_reference(name) else name for name in names]
 
 
 def get_strategy(name: str) -> Strategy:

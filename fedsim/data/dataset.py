@@ -153,6 +153,8 @@ def _check_split(dataset: Dataset, split: str) -> None:
     if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4:
         got = f"{images.dtype} {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
         raise TypeError(f"`{split}_images` must be a uint8 (N, C, H, W) tensor, got {got}")
+    if images.shape[0] == 0:
+        raise ValueError(f"`{split}_images` is empty: the {split} split needs at least one sample")
     if images.shape[-1] != images.shape[-2]:
         raise ValueError(f"`{split}_images` must be square, got H x W = {images.shape[-2]} x {images.shape[-1]}")
     if images.shape[1:] != dataset.train_images.shape[1:]:

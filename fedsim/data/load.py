@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from fedsim.references import calling, check_callable
+from fedsim.references import calling, check_callable, split_format
 from fedsim.registry import Registry
 from partitions._checks import check_integer
 
@@ -91,6 +91,8 @@ def load_dataset(name: str, *, root=None, download: bool = False, seed: int = 0,
         A name from `list_datasets`: ``"mnist-5k"`` (embedded, the default of the toolkit),
         ``"digits"`` (embedded), ``"mnist"``, ``"fashion-mnist"``, ``"emnist"``, ``"cifar10"``,
         ``"cifar100"`` (files under ``root``) or ``"multi-mnist"`` (built from another one).
+        Or a user's own: ``"npz:FILE"`` or ``"imagefolder:DIR"`` (`fedsim.data.formats`), or a
+        loader by reference, ``"package.module:load"`` or ``"path/to/file.py:load"``.
     root : str or path-like, optional
         Folder holding the dataset files, laid out as torchvision lays them out. Defaults to
         `default_root`. The embedded datasets ignore it.
@@ -114,6 +116,12 @@ def load_dataset(name: str, *, root=None, download: bool = False, seed: int = 0,
     >>> data.num_train, data.num_test, data.num_classes, data.image_size
     (4000, 1000, 10, 28)
     """
+    if split_format(name) is not None:
+        if options:
+            raise TypeError(f"`dataset`={name!r} takes no options; got {', '.join(sorted(options))}")
+        from .formats import load_format
+
+        return load_format(name)
     factory = _DATASETS.get(name)
     if not isinstance(download, bool):
         raise TypeError(f"`download` must be a bool, got {download!r}")

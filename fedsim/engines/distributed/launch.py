@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 from ...interrupts import exit_status, ignore_stop_signals, raise_terminated, stop_signal
 from ...processes import LOOPBACK, free_port
+from ...references import child_environment
 
 #: The variables torchrun (and any torch.distributed launcher) gives each rank.
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -81,9 +82,10 @@ def rank_environment(nproc: int) -> dict:
     """Return the environment for ``nproc`` local ranks: loopback only, and the CPUs shared among them.
 
     Each rank gets ``cpus // nproc`` intra-op threads (at least one): OpenMP threads of several
-    processes that outnumber the cores spin against each other and slow every rank down.
+    processes that outnumber the cores spin against each other and slow every rank down. The
+    folder the run started in stays importable for a user's code named by module reference.
     """
-    env = dict(os.environ)
+    env = child_environment(os.environ)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     env.setdefault("OMP_NUM_THREADS", str(max(1, cpus // nproc)))
     if "lo" in {name for _, name in socket.if_nameindex()}:

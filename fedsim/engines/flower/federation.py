@@ -29,6 +29,7 @@ from pathlib import Path
 
 from ...interrupts import raise_terminated
 from ...processes import LOOPBACK, free_port, stop_all
+from ...references import child_environment
 from .app_files import APP_FOLDER, toml_entries, toml_value
 from .certificates import Certificates, NodeKey, write_node_key
 
@@ -107,9 +108,11 @@ class LocalFederation:
     def environment(self) -> dict:
         """The environment of every Flower process: this Python's tools first, no network, one thread each.
 
-        Ray's sessions go under the federation's home (``RAY_TMPDIR``), removed with it.
+        Ray's sessions go under the federation's home (``RAY_TMPDIR``), removed with it. The
+        folder the run started in stays importable, so that a user's code named by module reference
+        (``--model my_pkg.nets:make``) reaches every node (`fedsim.references.child_environment`).
         """
-        env = dict(os.environ)
+        env = child_environment(os.environ)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env.update(FLWR_HOME=str(self.home), FLWR_DISABLE_UPDATE_CHECK="1", FLWR_TELEMETRY_ENABLED="0",
                    FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1", OMP_NUM_THREADS="1", RAY_TMPDIR=str(self.home))
