@@ -1,7 +1,8 @@
 """fedsim: how a classifier behaves when its data is split unevenly, and which aggregation copes best.
 
 The names a user starts from are here: `RunConfig` (a run's settings), `run` (one strategy in
-this process), `compare` (several on one partition) and `read_rows` (a results file); they are
+this process), `compare` (several on one partition), `read_rows` (a results file), `load_model`
+(a run's final model) and the algorithm API (`Algorithm`, `LocalTerms`, `Option`); they are
 imported when first used, so that importing `fedsim` itself stays cheap (no torch). The rest is
 in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.tasks`, `fedsim.client` (the client
 core), `fedsim.algorithms`, `fedsim.rounds` (what a round is), `fedsim.engines` (where it runs),
@@ -18,6 +19,10 @@ _PUBLIC = {
     "run": "fedsim.engines.inprocess.loop",
     "compare": "fedsim.comparison",
     "read_rows": "fedsim.results.folder",
+    "load_model": "fedsim.results.model_file",
+    "Algorithm": "fedsim.algorithms.base",
+    "LocalTerms": "fedsim.algorithms.base",
+    "Option": "fedsim.algorithms.base",
 }
 
 __all__ = ["__version__", *_PUBLIC]

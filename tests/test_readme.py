@@ -1,4 +1,8 @@
-"""Every README snippet runs as written: its Python blocks, and its `fedsim` blocks with one round."""
+"""Every README snippet runs as written: its Python blocks, and its `fedsim` blocks with one round.
+
+A Python block whose first line is ``# file: NAME`` is a file of the user's (an algorithm, a
+model): it is written as NAME into the folder where the other blocks run, rather than run itself.
+"""
 
 import os
 import re
@@ -16,6 +20,16 @@ def blocks(language: str) -> list[str]:
     return [body for lang, body in BLOCK.findall(README.read_text(encoding="utf-8")) if lang == language]
 
 
+FILE = re.compile(r"^# file: (\S+)\n")
+
+
+def write_files(folder: Path) -> None:
+    """Write each ``# file: NAME`` block into ``folder`` as NAME."""
+    for body in blocks("python"):
+        if match := FILE.match(body):
+            (folder / match.group(1)).write_text(body, encoding="utf-8")
+
+
 def fedsim_blocks() -> list[str]:
     """Return the shell blocks that run `fedsim` (not those that install, test or benchmark)."""
     return [body for body in blocks("sh") if re.search(r"^fedsim ", body, re.M)]
@@ -24,8 +38,11 @@ def fedsim_blocks() -> list[str]:
 @pytest.mark.slow
 def test_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    write_files(tmp_path)
     namespace: dict = {}
     for index, body in enumerate(blocks("python")):
+        if FILE.match(body):
+            continue
         try:
             exec(compile(body, f"README.md python block {index + 1}", "exec"), namespace)
         except Exception as error:
@@ -36,6 +53,7 @@ def test_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
 def test_readme_fedsim_blocks_run_with_one_round(tmp_path):
     bin_folder = Path(sys.executable).parent  # where `fedsim` is installed beside this Python
     environment = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+    write_files(tmp_path)
     found = fedsim_blocks()
     assert len(found) >= 2
     for body in found:

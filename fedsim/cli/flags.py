@@ -26,7 +26,8 @@ PARTITION_FIELDS = (
 # What each setting means, in its unit; the default is appended from the field (or given here).
 HELP = {
     "strategy": "allreduce (DDP all-reduce), reweighted (re-weighted gradients), fedavg (FedAvg rounds), or FedAvg's "
-                "round as scaffold (SCAFFOLD), fednova (FedNova) or moon (MOON); or your own fedsim.algorithms.Algorithm "
+                "round as scaffold (SCAFFOLD), fednova (FedNova) or moon (MOON); fedprox, fedavgm, fedadagrad, fedadam, "
+                "fedyogi (fedavg with those settings); or your own fedsim.algorithms.Algorithm "
                 "subclass as package.module:Name or path/to/file.py:Name",
     "dataset_options": "a dataset option, e.g. label_granularity=coarse (repeatable)",
     "algorithm_options": "an option your algorithm declares, e.g. alpha=0.01 (repeatable)",
@@ -115,6 +116,13 @@ class LazyChoices:
         return iter(self._choices())
 
 
+class ChoicesOrReference(tuple):
+    """Fixed choices, listed in the help, that also take a reference to user code (``path/to/file.py:Name``)."""
+
+    def __contains__(self, name) -> bool:
+        return is_reference(name) or tuple.__contains__(self, name)
+
+
 def _model_names() -> list[str]:
     from ..models import list_models
 
@@ -122,7 +130,7 @@ def _model_names() -> list[str]:
 
 
 CHOICES = {
-    "strategy": LazyChoices(list_strategies), "model": LazyChoices(_model_names), "norm": NORMS,
+    "strategy": ChoicesOrReference(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
     "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
     "compression": COMPRESSIONS, "server_optimizer": SERVER_OPTIMIZERS, "device": DEVICES, "dtype": DTYPES,
     "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
@@ -210,9 +218,10 @@ def _metavar(name: str) -> str | None:
 # Library parameter -> the flag that sets it: every RunConfig field, the aliases, compare's list and the folder.
 PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
 PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
-PARAMETER_FLAGS.update(strategies="--strategies", out="--out")  # a settings file's keys beside the fields
+# a settings file's keys beside the fields, and the training commands' own flags
+PARAMETER_FLAGS.update(strategies="--strategies", out="--out", resume="--resume", workers="--workers")
 # The true/false fields, whose flags are switches (--amp / --no-amp) rather than --amp=True.
-SWITCHES = frozenset(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))
+SWITCHES = frozenset({"resume", *(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))})
 
 
 def flag_message(message: str) -> str:

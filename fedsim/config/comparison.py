@@ -119,4 +119,4 @@ def check_same_strategies(out, saved: list[str] | None, given: list[str]) -> Non
     """Refuse to resume the comparison in ``out``, which compares ``saved``, with other strategies ``given``."""
     if saved is not None and list(saved) != list(given):
         raise ValueError(f"cannot resume {out}: it compares {','.join(saved)}, not {','.join(given)}; "
-                         f"resume with `strategies`={','.join(saved)!r} (or leave it out), or choose another `--out`")
+                         f"resume with `strategies`={','.join(saved)!r} (or leave it out), or choose another `out`")

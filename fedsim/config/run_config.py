@@ -316,7 +316,7 @@ class RunConfig:
             current = getattr(self, name)
             if current == _FIELD_DEFAULTS[name]:
                 object.__setattr__(self, name, value)
-            elif name == "server_optimizer":
+            elif name == "server_optimizer" and current != value:
                 raise ValueError(f"`strategy`={strategy.name!r} is fedavg with `server_optimizer`={value!r}; it "
                                  f"cannot take `server_optimizer`={current!r}: use `strategy`='fed{current}'")
         object.__setattr__(self, "strategy", strategy.base)

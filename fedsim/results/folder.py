@@ -13,7 +13,7 @@ Layout of ``DIR``::
                      does not exist, e.g. the accuracy of a run never evaluated), with ``diverged``
                      (and its round, where and reason) telling whether the run stopped diverging
     checkpoint.pt    global tensors, server state and the rows so far (tensors and plain data only)
-    model.pt         the final global tensors
+    model.pt         the final global tensors (`fedsim.results.model_file`; `fedsim.load_model` rebuilds the model)
     log.txt          one line per round
 
 `write_atomic` (from `partitions`) is the one way every file here is written; scripts that add
@@ -108,17 +108,17 @@ class RunFolder:
         """
         what = "comparison" if self.kind == "comparison" else "run"
         if str(self.path) in ("", "."):
-            raise ValueError("`--out` is empty: name a folder for the results")
+            raise ValueError("`out` is empty: name a folder for the results")
         if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"`--out` {self.path} is a file, not a folder; choose a folder")
+            raise ValueError(f"`out` {self.path} is a file, not a folder; choose a folder")
         if resume:
             return self._check_resume(what, config, extra)
         if self.path.is_dir() and any(self.path.iterdir()) and not self._never_finished_a_round():
             if self.holds_run():
-                raise ValueError(f"{self.path} already holds a {what}; pass `--resume` to continue it, "
-                                 "or choose another `--out`")
+                raise ValueError(f"{self.path} already holds a {what}; pass `resume`=True to continue it, "
+                                 "or choose another `out`")
             raise ValueError(f"{self.path} is not empty and holds no fedsim {what}; nothing in it is overwritten: "
-                             "choose a new or empty folder for `--out`")
+                             "choose a new or empty folder for `out`")
         parent = next((p for p in self.path.absolute().parents if p.exists()), None)
         if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
@@ -148,25 +148,25 @@ class RunFolder:
 
     def _check_resume(self, what: str, config, extra) -> dict | None:
         if not self.path.exists():
-            raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `--out`, "
-                             "or drop `--resume` to start a new run")
+            raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `out`, "
+                             "or drop `resume`=True to start a new run")
         if not self.holds_run():
             other = RunFolder(self.path, "run" if self.kind == "comparison" else "comparison")
             if other.holds_run():
                 raise ValueError(f"cannot resume {self.path} as a {what}: it holds a single fedsim {other.kind}; "
                                  f"continue it with `fedsim {'run' if other.kind == 'run' else 'compare'}`")
             raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
-                             "check `--out`, or drop `--resume` to start a new run in an empty folder")
+                             "check `out`, or drop `resume`=True to start a new run in an empty folder")
         saved = read_json(self.path / "config.json")  # a damaged one is named before any work
         if self.kind != "run":
             return None
         if self._never_finished_a_round():
             raise ValueError(f"cannot resume {self.path}: the run stopped before finishing its first round, so there "
-                             "is nothing to continue; drop `--resume` to start it again in the same folder")
+                             "is nothing to continue; drop `resume`=True to start it again in the same folder")
         if not (self.path / "checkpoint.pt").exists():
             raise ValueError(
                 f"cannot resume {self.path}: it has no checkpoint.pt (the file was removed, or the run stopped before "
-                "its first checkpoint), so nothing of it can be continued; start it again with another `--out`"
+                "its first checkpoint), so nothing of it can be continued; start it again with another `out`"
             )
         if config is None:
             return None
@@ -178,7 +178,7 @@ class RunFolder:
         if differing:
             shown = ", ".join(f"`{key}` {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
             raise ValueError(f"cannot resume {self.path}: it holds a run of other settings ({shown}); "
-                             "resume with the same settings, or choose another `--out`")
+                             "resume with the same settings, or choose another `out`")
         if (self.path / "partition.json").exists():
             Partition.load(self.path / "partition.json")  # a damaged one is named here, before any work
         checkpoint = self.load_checkpoint()
@@ -272,7 +272,7 @@ class RunFolder:
         except Exception as error:  # torch raises several types for a damaged file, with pages of advice
             reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
             raise ValueError(f"cannot resume from {path}: the checkpoint is damaged ({reason}); nothing of it can be "
-                             "continued: start the run again with another `--out`") from None
+                             "continued: start the run again with another `out`") from None
 
     def checkpoint_round(self) -> int:
         """Return the round ``checkpoint.pt`` holds, 0 when there is none.

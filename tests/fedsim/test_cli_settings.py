@@ -131,7 +131,7 @@ def test_version_and_help(tmp_path):
     assert fedsim("--version").stdout.strip().startswith("fedsim 0.")
     assert set(HELP) >= {field.name for field in dataclasses.fields(RunConfig)} - {"dataset_options"}
     text = fedsim("run", "--help").stdout
-    assert "{allreduce,fedavg,fednova,moon,reweighted,scaffold}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
+    assert "{allreduce,fedadagrad,fedadam,fedavg,fedavgm,fednova,fedprox,fedyogi,moon,reweighted,scaffold}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
     assert "equal for allreduce, size for reweighted and fedavg" in " ".join(text.split())
     assert "(required)" in text and "default None" not in text
 

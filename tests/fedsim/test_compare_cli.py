@@ -54,7 +54,7 @@ def test_fedsim_compare_command_gives_fedavg_settings_to_fedavg(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--strategy", "sgd"], "argument --strategy: invalid choice: 'sgd' (choose from 'allreduce', 'fedavg'"),
+        (["--strategy", "sgd"], "argument --strategy: invalid choice: 'sgd' (choose from 'allreduce', 'fedadagrad'"),
         (["--model", "alexnet"], "argument --model: invalid choice: 'alexnet' (choose from 'cnn'"),
         (["--dataset", "imagenet"], "unknown dataset `--dataset`='imagenet'; known: cifar10"),
         (["--fraction", "1.5"], r"`--fraction` must be in (0.0, 1.0], got 1.5"),

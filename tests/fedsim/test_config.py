@@ -77,8 +77,12 @@ def test_the_weights_check_still_names_the_rule_and_the_strategy():
         RunConfig(strategy="fedavg", weights="dynamic")
 
 
-@pytest.mark.parametrize("source", list_strategies())
-@pytest.mark.parametrize("target", list_strategies())
+#: The strategies that run as themselves (fedadam and the like run fedavg with their settings).
+BASES = [name for name in list_strategies() if not get_strategy(name).named_settings]
+
+
+@pytest.mark.parametrize("source", BASES)
+@pytest.mark.parametrize("target", BASES)
 def test_for_strategy_resets_what_the_target_does_not_read(source, target):
     own = {"fedavg": {"fraction": 0.5, "mu": 0.1, "local_steps": 2, "weights": "equal"},
            "allreduce": {"uneven": "cycle", "fused": False},
@@ -206,3 +210,30 @@ def test_micro_batches_reach_the_clients_and_may_not_outnumber_the_samples():
     assert LocalTraining.from_config(RunConfig(micro_batches=2)).micro_batches == 2
     with pytest.raises(ValueError, match="`micro_batches`=11 must be at most `batch_size`=10"):
         RunConfig(micro_batches=11)
+
+
+@pytest.mark.parametrize("name, settings, label", [
+    ("fedprox", {"mu": 0.01}, "fedprox"),
+    ("fedavgm", {"server_momentum": 0.9}, "fedavgm"),
+    ("fedadagrad", {"server_optimizer": "adagrad", "server_lr": 0.01}, "fedadagrad"),
+    ("fedadam", {"server_optimizer": "adam", "server_lr": 0.01}, "fedadam"),
+    ("fedyogi", {"server_optimizer": "yogi", "server_lr": 0.01}, "fedyogi"),
+])
+def test_a_named_fedavg_variant_runs_fedavg_with_its_settings_and_is_recorded_by_its_name(name, settings, label):
+    config = RunConfig(strategy=name)
+    assert config.strategy == "fedavg" and config.label == label
+    assert {field: getattr(config, field) for field in settings} == settings
+    assert config == RunConfig(strategy="fedavg", **settings)  # one run, two spellings
+    assert RunConfig.from_mapping(config.to_dict()).label == label  # config.json says what ran
+
+
+def test_a_named_variant_keeps_what_is_given_and_refuses_a_contradiction():
+    assert RunConfig(strategy="fedadam", server_lr=0.1).server_lr == 0.1
+    assert RunConfig(strategy="fedprox", mu=0.5).mu == 0.5
+    with pytest.raises(ValueError, match="`strategy`='fedadam' is fedavg with `server_optimizer`='adam'; it cannot "
+                                         "take `server_optimizer`='yogi': use `strategy`='fedyogi'"):
+        RunConfig(strategy="fedadam", server_optimizer="yogi")
+    # the server optimizer is part of what a run is called, over any local round
+    assert RunConfig(strategy="fedavg", server_optimizer="adam").label == "fedadam"
+    assert RunConfig(strategy="scaffold", server_momentum=0.9).label == "scaffold+fedavgm"
+    assert RunConfig(strategy="fedavg", mu=0.1, server_optimizer="yogi").label == "fedprox+fedyogi"

@@ -67,8 +67,8 @@ def test_a_worker_that_dies_or_fails_stops_the_run_with_an_error_naming_it(tmp_p
 @pytest.mark.parametrize("flags, message", [
     (["--workers", "0"], "`--workers` must be a whole number in 1..256, got 0"),
     (["--workers", "2", "--strategy", "scaffold"], "`--strategy`='scaffold' keeps a state on each client between "
-                                                   "rounds: leave --workers out"),
-    (["--workers", "2", "--strategy", "allreduce"], "`--workers` 2 trains FedAvg's clients in parallel"),
+                                                   "rounds: leave `--workers` out"),
+    (["--workers", "2", "--strategy", "allreduce"], "`--workers`=2 trains FedAvg's clients in parallel"),
 ])
 def test_bad_workers_are_one_error_naming_the_flag(tmp_path, flags, message):
     assert message in error_line(fedsim("run", *QUICK, *flags, "--out", str(tmp_path / "r")))

@@ -171,3 +171,34 @@ def test_user_algorithms_and_model_on_flowers_simulation_equal_in_process(user_f
     for name in expected:
         torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
         assert_rows_close(flower[name].rows, expected[name].rows, skip=("wall_s", "eval_s"))
+
+
+def test_load_model_rebuilds_a_runs_final_model_even_a_users_own(user_folder):
+    from fedsim import compare, load_model
+    from fedsim.client import evaluate
+    from fedsim.tasks import create_task
+
+    config = RunConfig(dataset="digits", model="mypkg.nets:make_net", num_partitions=3, rounds=2, batch_size=20)
+    results = compare(config, ["fedavg", "fedadam"], user_folder / "cmp", quiet=True)
+    model = load_model(user_folder / "cmp" / "fedadam")
+    assert isinstance(model, torch.nn.Sequential) and not model.training
+    data = config.load_dataset()
+    accuracy = evaluate(model, None, data, task=create_task(data.num_classes))["accuracy"]
+    assert accuracy == pytest.approx(results["fedadam"].summary["final_test_accuracy"], abs=1e-6)
+    with pytest.raises(ValueError, match="it compares fedadam, fedavg; load one, e.g."):
+        load_model(user_folder / "cmp")
+
+
+def test_an_error_raised_in_python_speaks_python_and_the_same_check_speaks_flags_on_the_command_line(tmp_path,
+                                                                                                       capsys):
+    from fedsim import run
+
+    config = RunConfig(dataset="digits", model="mlp", num_partitions=2, rounds=1, batch_size=50)
+    run(config, tmp_path / "r")
+    with pytest.raises(ValueError, match=r"already holds a run; pass `resume`=True to continue it, or choose "
+                                         r"another `out`$"):
+        run(config, tmp_path / "r")
+    with pytest.raises(SystemExit):
+        main(["run", "--dataset", "digits", "--model", "mlp", "--num-partitions", "2", "--rounds", "1",
+              "--batch-size", "50", "--out", str(tmp_path / "r")])
+    assert "already holds a run; pass `--resume` to continue it, or choose another `--out`" in capsys.readouterr().err

@@ -106,10 +106,10 @@ def test_feddyn_follows_its_papers_client_and_server_rules(tmp_path):
 def test_capabilities_are_declared_by_the_class_and_read_by_the_engines():
     assert not algorithm_class(MEDIAN).linear and not algorithm_class(MEDIAN).needs_client_loop
     assert algorithm_class(FEDDYN).stateful_clients and algorithm_class(FEDDYN).needs_client_loop
-    with pytest.raises(ValueError, match="other than by a weighted sum .* leave --workers out"):
+    with pytest.raises(ValueError, match="other than by a weighted sum .* leave `workers` out"):
         check_workers(2, RunConfig(strategy=MEDIAN))
     check_workers(1, RunConfig(strategy=MEDIAN))
-    with pytest.raises(ValueError, match="keeps a state on each client between rounds: leave --workers out"):
+    with pytest.raises(ValueError, match="keeps a state on each client between rounds: leave `workers` out"):
         check_workers(2, RunConfig(strategy=FEDDYN))
     with pytest.raises(ValueError, match="other than by a weighted sum.*fedsim ddp"):
         check_world_size(RunConfig(strategy=MEDIAN, num_partitions=2), 2)
@@ -130,3 +130,61 @@ def test_a_bad_algorithm_option_is_refused_naming_it(options, message):
 def test_an_option_for_a_method_that_declares_none_is_refused():
     with pytest.raises(ValueError, match="sets 'beta', but `strategy`='fedavg' declares no options"):
         RunConfig(strategy="fedavg", algorithm_options={"beta": 0.1})
+
+
+FEDBN = f"{EXAMPLES}/fedbn.py:FedBN"
+
+
+@pytest.mark.numerics
+def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest():
+    """Clients 1 and 2 train twice (rounds 1 and 3, rounds 1 and 2): from their own BatchNorm the second time."""
+    from fedsim.client import set_state, state_tensors
+
+    config = RunConfig(strategy=FEDBN, **{**FULL_BATCH, "model": "cnn", "norm": "batch", "num_partitions": 4,
+                                          "fraction": 0.5, "rounds": 3, "server_lr": 0.7})
+    setup = RunSetup.build(config)
+    model = setup.model
+    x = get_state(model)
+    num_params = len(list(model.parameters()))
+    norms = [i for i, tensor in enumerate(state_tensors(model)) if tensor.ndim == 1 and any(
+        tensor is t for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d) for t in [*m.parameters(),
+                                                                                            *m.buffers()])]
+    assert norms  # the model has BatchNorm
+    own = {}
+    for round_index in range(config.rounds):
+        clients = sample_clients(4, config.fraction, config.seed, round_index).tolist()
+        trained = []
+        for k in clients:
+            set_state(model, x)
+            if k in own:
+                with torch.no_grad():
+                    for i, tensor in zip(norms, own[k]):
+                        state_tensors(model)[i].copy_(tensor)
+            sgd_steps(model, [shard_batch(setup, k)] * STEPS)
+            y = get_state(model)
+            own[k] = [y[i] for i in norms]
+            trained.append(y)
+        sizes = [len(setup.partition.shard(k)) for k in clients]
+        mean = [sum(n / sum(sizes) * y[i] for n, y in zip(sizes, trained)) for i in range(len(x))]
+        # the server step moves the parameters; the buffers (running statistics) take the mean
+        x = [xi + config.server_lr * (mi - xi) if i < num_params else mi for i, (xi, mi) in enumerate(zip(x, mean))]
+    torch.testing.assert_close(run(config).global_state, x, **EXACT)
+    with pytest.raises(ValueError, match="`strategy`='fedbn' keeps BatchNorm local, but `model`='mlp' has none"):
+        run(config.replace(model="mlp", norm=None))
+
+
+def test_a_fedopt_run_is_named_for_what_ran_in_every_table(tmp_path):
+    from fedsim.comparison import compare
+    from fedsim.results.folder import read_rows
+
+    config = RunConfig(dataset="digits", model="mlp", num_partitions=3, rounds=1, batch_size=50)
+    results = compare(config, ["fedavg", "fedadam", "scaffold"], tmp_path / "c", quiet=True)
+    assert list(results) == ["fedavg", "fedadam", "scaffold"]
+    assert {row["strategy"] for row in read_rows(tmp_path / "c" / "metrics.csv")} == {"fedavg", "fedadam", "scaffold"}
+    assert "fedadam" in (tmp_path / "c" / "comparison.txt").read_text() and (tmp_path / "c" / "fedadam").is_dir()
+    # one server optimizer for every strategy: the table says so in each name
+    adam = compare(config.replace(server_optimizer="adam", server_lr=0.01), ["fedavg", "scaffold"], tmp_path / "a",
+                   quiet=True)
+    assert list(adam) == ["fedadam", "scaffold+fedadam"]
+    with pytest.raises(ValueError, match="two of `strategies` both run 'fedadam'"):
+        compare(config.replace(server_optimizer="adam"), ["fedavg", "fedadam"], tmp_path / "b", quiet=True)

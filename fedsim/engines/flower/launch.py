@@ -84,7 +84,7 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
     result = finished_result(out, config)
     if status != 0 or result is None:
         where = "its log above says why" if verbose else f"the end of its log:\n{log_end}"
-        resume_hint = "; --resume continues from the last checkpoint" if named_folder else ""
+        resume_hint = "; `resume`=True continues from the last checkpoint" if named_folder else ""
         raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); {where}{resume_hint}")
     return result
 
