@@ -229,7 +229,8 @@ def main(argv=None) -> None:
     open_grid(out, plan)
     started = time.perf_counter()
     run_grid(out, plan, quiet=args.quiet)
-    written = write_report(out, plan, finished_runs(out, plan))
+    named = {**plan, "strategies": [arm_name(arm) for arm in plan["strategies"]]}  # a user's algorithm by its name
+    written = write_report(out, named, finished_runs(out, plan))
     if args.docs:
         written += copy_for_docs(out, Path(args.docs))
     print(f"\n{(out / 'table.md').read_text()}")

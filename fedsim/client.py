@@ -110,7 +110,7 @@ def client_update(
         The client's sample indices (a partition's shard).
     task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
     training : fedsim.training.LocalTraining
-        Batch size, epochs or steps, optimizer, FedProx, AMP, micro-batches.
+        Batch size, epochs or steps, optimizer, AMP, micro-batches.
     seed, round, client : int
         Name the random stream for shuffling, augmentation, noise and dropout.
     class_weights : Tensor, optional
@@ -148,7 +148,6 @@ def client_update(
     params = [p for p in all_params if p.requires_grad]
     opt = training.optimizer.build(params)
     scaler = (scaler or loss_scaler(True, device)) if training.amp and device.type == "cuda" else None
-    anchors = [p.detach().clone() for p in params] if training.prox_mu > 0 else None
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0
@@ -164,12 +163,6 @@ def client_update(
                                            terms=terms).loss_sum
             if terms is not None and (penalty := terms.penalty(all_params)) is not None:
                 (scaler.scale(penalty) if scaler else penalty).backward()
-            if scaler and anchors is not None:
-                scaler.unscale_(opt)  # the proximal term must be added to true, not scaled, gradients
-            if anchors is not None:
-                grads = [p.grad for p in params]
-                torch._foreach_add_(grads, torch._foreach_sub([p.detach() for p in params], anchors),
-                                    alpha=training.prox_mu)
             if scaler:
                 scaler.step(opt)
                 scaler.update()

@@ -28,9 +28,6 @@ class LocalTraining:
         (reshuffling the shard whenever it is used up).
     optimizer : OptimizerConfig
         A fresh optimizer is built for every client, as a client starts without state.
-    prox_mu : float, default 0
-        FedProx proximal weight: adds ``mu * (w - w_global)`` to the gradient
-        (Li et al., "Federated Optimization in Heterogeneous Networks", MLSys 2020).
     amp : bool, default False
         Mixed precision: bf16 autocast on CPU; fp16 autocast with a gradient scaler on CUDA.
     micro_batches : int, default 1
@@ -48,7 +45,6 @@ class LocalTraining:
     epochs: int | None = 1
     local_steps: int | None = None
     optimizer: OptimizerConfig = OptimizerConfig()
-    prox_mu: float = 0.0
     amp: bool = False
     micro_batches: int = 1
     drop_last: bool = False
@@ -60,7 +56,6 @@ class LocalTraining:
                       self.epochs if self.epochs is not None else self.local_steps, minimum=1)
         check_integer("batch_size", self.batch_size, minimum=1)
         check_integer("micro_batches", self.micro_batches, minimum=1)
-        check_number("prox_mu", self.prox_mu, low=0.0)
         if not isinstance(self.optimizer, OptimizerConfig):
             raise TypeError(f"`optimizer` must be an OptimizerConfig, got {type(self.optimizer).__name__}")
 
@@ -72,7 +67,6 @@ class LocalTraining:
             epochs=None if config.local_steps else config.local_epochs,
             local_steps=config.local_steps,
             optimizer=OptimizerConfig(lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay),
-            prox_mu=config.mu,
             amp=config.amp,
             micro_batches=config.micro_batches,
         )

@@ -1,7 +1,7 @@
 """The public algorithm API and the Non-IID algorithms built on it, one module each.
 
 `Algorithm` (``base``) is FedAvg's round, the interface every engine calls and the base of every
-method: `Scaffold` (``scaffold``), `FedNova` (``fednova``), `Moon` (``moon``, with its
+method: `FedProx` (``fedprox``), `Scaffold` (``scaffold``), `FedNova` (``fednova``), `Moon` (``moon``, with its
 contrastive loss), and a user's own, named by reference (``--strategy path/to/file.py:Name``).
 `LocalTerms` is what a method changes in a client's training, `Option` a setting it declares;
 ``client_state`` keeps what a client holds between rounds; ``fedopt`` is FedOpt's server
@@ -13,6 +13,7 @@ core and the config, never the rounds or an engine.
 from ..config.strategies import get_strategy
 from .base import Algorithm, LocalTerms, Option
 from .client_state import ClientStates
+from .fedprox import FedProx, Proximal
 from .fednova import FedNova
 from .moon import Moon
 from .scaffold import Scaffold
@@ -28,6 +29,8 @@ def algorithm_class(strategy: str) -> type[Algorithm]:
 def round_algorithm(config, model, global_state) -> Algorithm:
     """Return the algorithm of ``config.strategy`` for ``model``, from the round's ``global_state``."""
     cls = algorithm_class(config.strategy)
+    if cls is Algorithm and config.mu > 0:  # fedavg with a proximal term
+        cls = FedProx
     algorithm = cls(config, model, global_state)
     if algorithm.client_states is not None and not cls.stateful_clients:
         raise TypeError(f"{cls.__name__} keeps `client_states` but does not declare `stateful_clients` = True; "
@@ -60,5 +63,5 @@ def check_clients_shared_out(strategy: str, engine: str) -> None:
                          "(in-process)")
 
 
-__all__ = ["Algorithm", "ClientStates", "FedNova", "LocalTerms", "Moon", "Option", "Scaffold", "algorithm_class",
-           "check_clients_shared_out", "round_algorithm"]
+__all__ = ["Algorithm", "ClientStates", "FedNova", "FedProx", "LocalTerms", "Moon", "Option", "Proximal",
+           "Scaffold", "algorithm_class", "check_clients_shared_out", "round_algorithm"]

@@ -239,6 +239,16 @@ class Algorithm:
                              "own nodes (a Flower run), so it cannot continue them; start a new run")
         self.client_states.load_state_dict(state["client_states"])
 
+    def spill_client_states(self, folder, budget_bytes: int) -> None:
+        """Keep at most ``budget_bytes`` of the clients' states in memory and spill the rest to files in ``folder``.
+
+        The in-process engine calls it (``--client-state-memory``) for every
+        `fedsim.algorithms.client_state.ClientStates` the algorithm holds, sharing the budget.
+        """
+        stores = {name: value for name, value in vars(self).items() if isinstance(value, ClientStates)}
+        for name, store in stores.items():
+            store.spill_to(folder, name, budget_bytes // len(stores))
+
     # ---- messages between a server and its clients in other processes ----------------------------------------------
     def broadcast(self) -> list[torch.Tensor]:
         """Return what the server sends every client with the global model."""

@@ -9,9 +9,11 @@ sample under the model being trained, the round's global model and the client's 
 last round (both frozen, in eval mode, as in the reference code). It pulls the local
 representation towards the global one and away from the client's own drifted one.
 
-The representation: MOON adds a projection head to each network and contrasts its output.
-fedsim's classifiers have none, so the representation is the input of the classifier's last
-linear layer (`representation_layer`), the penultimate features: the 200 hidden units of the
+The representation: MOON adds a projection head to each network and contrasts its output. A
+model with a ``representation(inputs)`` method (a user's, with its own head) is contrasted on
+what that method returns, at the cost of a second pass through it. fedsim's classifiers have
+none, so the representation is the input of the classifier's last linear layer
+(`representation_layer`), the penultimate features, captured in the one forward pass: the 200 hidden units of the
 2NN, the 512 of the McMahan CNN, the 84 of simple-cnn, the pooled features of the ResNet,
 MobileNet, EfficientNet and VGG, and the class token of the ViT and Swin. A client that has
 not trained before has no previous model, and its term is zero, as in the reference code's
@@ -62,6 +64,18 @@ def captured_representation(model: nn.Module):
         handle.remove()
 
 
+def representation(model: nn.Module, inputs: torch.Tensor, captured: list | None = None) -> torch.Tensor:
+    """Return the batch's flattened representation under ``model``: its ``representation`` method's, else the input
+    of its last linear layer (``captured`` from the forward just made, or a new forward)."""
+    if hasattr(model, "representation"):
+        return model.representation(inputs).flatten(1)
+    if captured:
+        return captured[-1]
+    with captured_representation(model) as kept:
+        model(inputs)
+    return kept[-1]
+
+
 class ModelContrast(LocalTerms):
     """The frozen global and previous models of MOON, and the contrastive loss they give a batch.
 
@@ -83,6 +97,7 @@ class ModelContrast(LocalTerms):
         self.global_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.previous_model = copy.deepcopy(model).eval().requires_grad_(False)
         self._local: list[torch.Tensor] = []
+        self._model: nn.Module | None = None
 
     def for_client(self, global_state: list[torch.Tensor], previous_state: list[torch.Tensor] | None):
         """Load the round's global model and the client's previous one; ``None`` if it has none (no term)."""
@@ -94,19 +109,22 @@ class ModelContrast(LocalTerms):
 
     @contextlib.contextmanager
     def training(self, model: nn.Module):
-        """While the client trains ``model``: capture its representation at each forward."""
+        """While the client trains ``model``: capture its representation at each forward (or call its own method)."""
+        self._model = model
+        if hasattr(model, "representation"):
+            yield self
+            return
         with captured_representation(model) as self._local:
             yield self
 
     def sample_loss(self, inputs: torch.Tensor, outputs: torch.Tensor) -> torch.Tensor:
         """Return ``mu * l_con`` for each sample of the batch the trained model has just forwarded."""
-        local = self._local[-1]
-        with torch.no_grad(), captured_representation(self.global_model) as glob, \
-                captured_representation(self.previous_model) as previous:
-            self.global_model(inputs)
-            self.previous_model(inputs)
-        logits = torch.stack([F.cosine_similarity(local, glob[-1], dim=-1),
-                              F.cosine_similarity(local, previous[-1], dim=-1)], dim=1) / self.temperature
+        local = representation(self._model, inputs, self._local)
+        with torch.no_grad():
+            glob = representation(self.global_model, inputs)
+            previous = representation(self.previous_model, inputs)
+        logits = torch.stack([F.cosine_similarity(local, glob, dim=-1),
+                              F.cosine_similarity(local, previous, dim=-1)], dim=1) / self.temperature
         # the positive pair is class 0
         return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
 
@@ -122,6 +140,8 @@ class Moon(Algorithm):
 
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
+        if not hasattr(model, "representation"):
+            representation_layer(model)  # a model with neither is refused before any round
         self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
         self.client_states = ClientStates(global_state)
 

@@ -30,6 +30,8 @@ HELP = {
                 "fedyogi (fedavg with those settings); or your own fedsim.algorithms.Algorithm "
                 "subclass as package.module:Name or path/to/file.py:Name",
     "dataset_options": "a dataset option, e.g. label_granularity=coarse (repeatable)",
+    "client_state_memory": "MiB the clients' states (SCAFFOLD, MOON, yours) may take in memory; beyond it they "
+                           "spill to a file in --out (fedsim run)",
     "algorithm_options": "an option your algorithm declares, e.g. alpha=0.01 (repeatable)",
     "dataset": "dataset name (`fedsim datasets` lists them and where each is read from), or your own loader "
                "returning a fedsim.data.Dataset as package.module:load or path/to/file.py:load",

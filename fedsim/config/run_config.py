@@ -107,6 +107,10 @@ class RunConfig:
         FedAvg's FedProx proximal weight.
     moon_mu, moon_temperature : float
         MOON's contrastive-loss weight and temperature (Li et al.'s mu and tau; defaults 1 and 0.5).
+    client_state_memory : float
+        MiB the clients' states (SCAFFOLD's control variates, MOON's previous models) may take in
+        memory in a ``fedsim run``; beyond it the least recently used spill to a file in the run
+        folder (`fedsim.algorithms.client_state`). It changes no result, so a resumed run may change it.
     algorithm_options : dict
         A user's algorithm's own settings, name -> value, as its class declares them
         (`fedsim.algorithms.Option`; ``--algorithm-option NAME=VALUE`` on the command line).
@@ -191,6 +195,7 @@ class RunConfig:
     moon_mu: float = 1.0
     moon_temperature: float = 0.5
     algorithm_options: dict = dataclasses.field(default_factory=dict)
+    client_state_memory: float = 4096.0
     feature_noise: float = 0.0
     server_lr: float = 1.0
     server_momentum: float = 0.0
@@ -257,6 +262,7 @@ class RunConfig:
             "temperature": dict(low=0.0, low_open=True),
             "alpha": dict(low=0.0, low_open=True),
             "label_smoothing": dict(low=0.0, high=1.0),
+            "client_state_memory": dict(low=0.0, low_open=True),
         }
         for name, interval in numbers.items():
             object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))

@@ -74,6 +74,7 @@ SETTINGS: dict[str, Setting] = {
     "server_beta2": Setting(LOCAL, "FedOpt's second-moment decay"),
     "server_tau": Setting(LOCAL, "FedOpt's adaptivity bound"),
     "moon_mu": Setting(frozenset({"moon"}), "MOON's contrastive-loss weight"),
+    "client_state_memory": Setting(LOCAL, "the memory the clients' states may take before they spill to disk"),
     "moon_temperature": Setting(frozenset({"moon"}), "MOON's contrastive-loss temperature"),
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
     "fused": Setting(_GRADIENT | {"fedavg", "fednova"}, "the one forward over all ranks (allreduce, reweighted) "

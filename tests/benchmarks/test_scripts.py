@@ -33,7 +33,9 @@ def test_partition_report_writes_table_and_figures(tmp_path):
 @pytest.mark.slow
 def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_nothing(tmp_path):
     out = tmp_path / "grid"
-    args = ["--preset", "quick", "--dataset", "digits", "--strategies", "allreduce,reweighted-dynamic,fedavg",
+    # a user's algorithm, by the path of its file, beside the built-in arms
+    feddyn = f"{BENCHMARKS.parent / 'examples' / 'algorithms' / 'feddyn.py'}:FedDyn"
+    args = ["--preset", "quick", "--dataset", "digits", "--strategies", f"allreduce,reweighted-dynamic,fedavg,{feddyn}",
             "--partitions", "IID,#C=2", "--seeds", "2", "--rounds", "2", "--out", str(out), "--quiet"]
     printed = script("compare_strategies.py", *args)
     assert "| #C=2 |" in printed
@@ -45,13 +47,13 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
     with open(out / "table.csv") as table:
         rows = list(csv.DictReader(table))
     assert [(row["partition"], row["strategy"], row["seeds"]) for row in rows] == [
-        (scheme, arm, "2") for scheme in ("IID", "#C=2") for arm in ("allreduce", "reweighted-dynamic", "fedavg")]
+        (scheme, arm, "2") for scheme in ("IID", "#C=2") for arm in ("allreduce", "reweighted-dynamic", "fedavg", "feddyn")]
     assert all(0.0 <= float(row["final_acc"]) <= 1.0 and float(row["mb_communicated"]) > 0 for row in rows)
-    assert float(rows[3]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
-    assert len(list(csv.DictReader(open(out / "results.csv")))) == 12
+    assert float(rows[4]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
+    assert len(list(csv.DictReader(open(out / "results.csv")))) == 16
 
     summaries = sorted(out.glob("runs/*/*/*/summary.json"))
-    assert len(summaries) == 12
+    assert len(summaries) == 16
     stamps = [path.stat().st_mtime_ns for path in summaries]
     lost = out / "runs" / "c2" / "seed-1" / "fedavg"
     (lost / "summary.json").unlink()  # as if killed after its last checkpoint: it resumes from there

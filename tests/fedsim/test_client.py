@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 import torch
 
+from fedsim.algorithms import Proximal
 from fedsim.client import ClientUpdate, client_update, evaluate, get_state, set_state, state_tensors
 from fedsim.data import load_dataset, normalize
 from fedsim.models import create_model
@@ -14,7 +15,7 @@ from .numerics import EXACT, relative_distance
 SHARD = np.arange(0, 4000, 50)  # 80 samples, all classes
 
 
-CALL_OPTIONS = ("seed", "round", "client", "class_weights", "noise_sigma", "return_delta", "scaler")
+CALL_OPTIONS = ("seed", "round", "client", "class_weights", "noise_sigma", "return_delta", "scaler", "terms")
 
 
 def update(model, state, data, task, **options):
@@ -122,7 +123,8 @@ def test_fedprox_steps_down_the_gradient_of_the_loss_plus_the_proximal_term(cnn,
     state = get_state(cnn)
     mu, lr, steps = 1.0, 0.05, 4
     full_batches = {"epochs": None, "local_steps": steps, "batch_size": SHARD.size, "optimizer": OptimizerConfig(lr=lr)}
-    result = update(cnn, state, mnist5k, task, prox_mu=mu, **full_batches)
+    result = update(cnn, state, mnist5k, task, terms=Proximal(state[: len(list(cnn.parameters()))], mu),
+                    **full_batches)
     set_state(cnn, state)
     params = list(cnn.parameters())
     inputs = normalize(mnist5k.train_images[SHARD], mnist5k, dtype=torch.float64)
@@ -192,7 +194,6 @@ def test_multilabel_client_update_and_evaluate():
         ({"batch_size": 0}, "`batch_size`"),
         ({"indices": np.array([], dtype=np.int64)}, "no samples"),
         ({"indices": np.array([0, 4000])}, r"`indices` must lie in \[0, 4000\)"),
-        ({"prox_mu": -1.0}, "`prox_mu`"),
         ({"micro_batches": 0}, "`micro_batches`"),
     ],
 )

@@ -188,3 +188,42 @@ def test_a_fedopt_run_is_named_for_what_ran_in_every_table(tmp_path):
     assert list(adam) == ["fedadam", "scaffold+fedadam"]
     with pytest.raises(ValueError, match="two of `strategies` both run 'fedadam'"):
         compare(config.replace(server_optimizer="adam"), ["fedavg", "fedadam"], tmp_path / "b", quiet=True)
+
+
+class Projected(torch.nn.Module):
+    """A user's model with MOON's projection head: ``representation`` is the head's output, not the logits' input."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 16), torch.nn.ReLU())
+        self.head, self.classifier = torch.nn.Linear(16, 5), torch.nn.Linear(16, 10)
+
+    def forward(self, inputs):
+        return self.classifier(self.body(inputs))
+
+    def representation(self, inputs):
+        return self.head(self.body(inputs))
+
+
+def test_moon_contrasts_a_users_representation_method_where_the_model_has_one():
+    from fedsim.algorithms.moon import ModelContrast
+
+    torch.manual_seed(0)
+    model, other = Projected().double(), Projected().double()
+    contrast = ModelContrast(model, mu=2.0, temperature=0.5).for_client(get_state(other), get_state(model))
+    inputs = torch.randn(3, 1, 8, 8, dtype=torch.float64)
+    with contrast.training(model):
+        got = contrast.sample_loss(inputs, model(inputs))
+    z, z_glob, z_prev = model.representation(inputs), other.representation(inputs), model.representation(inputs)
+    positive = torch.exp(torch.nn.functional.cosine_similarity(z, z_glob) / 0.5)
+    negative = torch.exp(torch.nn.functional.cosine_similarity(z, z_prev) / 0.5)
+    torch.testing.assert_close(got, -2.0 * torch.log(positive / (positive + negative)), **EXACT)
+    assert got.requires_grad  # it trains the head too
+
+
+def test_moon_refuses_a_model_with_neither_a_linear_layer_nor_a_representation():
+    from fedsim.algorithms import Moon
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 10, 8), torch.nn.Flatten())
+    with pytest.raises(ValueError, match="Sequential has no linear layer whose input could serve as MOON's"):
+        Moon(RunConfig(strategy="moon"), model, get_state(model))

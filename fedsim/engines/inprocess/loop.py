@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 from ...build import RunSetup
 from ...client import evaluate
 from ...results.recorder import Recorder
@@ -12,6 +15,9 @@ from ...rounds.result import build_rounds, evaluated_state, restore
 from .fedavg import InProcessFedAvgRounds
 from .gradient import InProcessGradientRounds
 from .parallel import ParallelFedAvgRounds, check_workers
+
+#: The run folder's sub-folder where clients' states beyond ``--client-state-memory`` spill.
+CLIENT_STATES = "client-states"
 
 
 def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None, partition=None,
@@ -47,6 +53,10 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         rounds = build_rounds(config, setup, fedavg=InProcessFedAvgRounds, gradient=InProcessGradientRounds)
     else:
         rounds = ParallelFedAvgRounds(config, model, data, task, partition, workers)
+    spill_folder = tempfile.TemporaryDirectory(prefix="fedsim-client-states-") if out is None else None
+    if hasattr(rounds, "algorithm"):  # clients' states beyond the budget go to disk, in the run folder
+        folder = Path(out) / CLIENT_STATES if out is not None else spill_folder.name
+        rounds.algorithm.spill_client_states(folder, int(config.client_state_memory * 2**20))
     try:
         recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
                             quiet=quiet)
@@ -55,4 +65,6 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     finally:
         if workers > 1:
             rounds.close()
+        if spill_folder is not None:
+            spill_folder.cleanup()
     return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])

@@ -1,0 +1,45 @@
+"""FedProx (Li et al., "Federated Optimization in Heterogeneous Networks", MLSys 2020), on the public API."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Algorithm, LocalTerms
+
+
+class Proximal(LocalTerms):
+    """A client's proximal term ``mu/2 |w - w_t|^2`` from the round's global parameters ``w_t``, added to each step's loss.
+
+    Parameters
+    ----------
+    anchor : list of Tensor
+        The global parameters the client started from (model.parameters() order).
+    mu : float
+        The proximal weight.
+    """
+
+    def __init__(self, anchor: list[torch.Tensor], mu: float):
+        self.anchor, self.mu = anchor, mu
+
+    def penalty(self, params) -> torch.Tensor:
+        """``mu/2 |w - w_t|^2`` over the parameters."""
+        return self.mu / 2 * sum(((param - start) ** 2).sum() for param, start in zip(params, self.anchor))
+
+
+class FedProx(Algorithm):
+    """FedAvg whose clients minimise their loss plus ``mu/2 |w - w_t|^2`` (config ``mu``; fedavg with ``mu`` > 0).
+
+    The term's gradient is zero at a client's first step, which starts from ``w_t``, so a client
+    that takes a single step trains as FedAvg's: the one-step fusion still applies.
+    """
+
+    name = "fedprox"
+    needs_client_loop = False  # the proximal gradient vanishes at the one step the fusion takes
+
+    def __init__(self, config, model, global_state):
+        super().__init__(config, model, global_state)
+        self.mu = config.mu
+
+    def local_terms(self, client, global_state) -> Proximal:
+        """The proximal term around the round's global parameters."""
+        return Proximal(global_state[: self.num_params], self.mu)

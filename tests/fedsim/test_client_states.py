@@ -1,0 +1,69 @@
+"""Clients' states beyond ``--client-state-memory`` spill to a log in the run folder; results and resumes are unchanged."""
+
+import shutil
+
+import pytest
+import torch
+
+from fedsim.algorithms.client_state import ClientStates
+from fedsim.config.run_config import RunConfig
+from fedsim.engines.inprocess import run
+
+from .numerics import EXACT
+
+
+def test_states_beyond_the_budget_spill_and_come_back_unchanged(tmp_path):
+    like = [torch.zeros(3), torch.zeros(2, 2)]
+    states = ClientStates(like)
+    states.spill_to(tmp_path, "controls", budget_bytes=2 * states.bytes_per_client())
+    kept = {client: [torch.full((3,), float(client)), torch.full((2, 2), -float(client))] for client in range(6)}
+    for client, tensors in kept.items():
+        states.put(client, tensors)
+        assert states.nbytes <= 2 * states.bytes_per_client()
+    assert len(states) == 6 and (tmp_path / "controls.0.bin").stat().st_size == 4 * states.bytes_per_client()
+    for client in (0, 5, 2, 0):  # from the log, and from memory
+        assert all(torch.equal(a, b) for a, b in zip(states.get(client), kept[client]))
+    states.put(0, [torch.ones(3), torch.ones(2, 2)])  # a newer state supersedes the row in the log
+    saved = states.state_dict()
+    assert saved["clients"] == {} and set(saved["spilled"]["index"]) == set(range(6))
+    restored = ClientStates(like)
+    restored.spill_to(tmp_path, "controls", budget_bytes=2 * states.bytes_per_client())
+    restored.load_state_dict(saved)
+    assert torch.equal(restored.get(0)[1], torch.ones(2, 2)) and torch.equal(restored.get(4)[0], kept[4][0])
+
+
+def test_stale_rows_are_compacted_into_a_new_log_at_a_checkpoint(tmp_path):
+    states = ClientStates([torch.zeros(4)])
+    states.spill_to(tmp_path, "s", budget_bytes=states.bytes_per_client())
+    for step in range(10):  # two clients take turns: every switch writes a row
+        states.put(step % 2, [torch.full((4,), float(step))])
+    states.state_dict()
+    assert (tmp_path / "s.1.bin").stat().st_size == 2 * states.bytes_per_client()
+    assert torch.equal(states.get(0)[0], torch.full((4,), 8.0)) and torch.equal(states.get(1)[0], torch.full((4,), 9.0))
+
+
+# SCAFFOLD over 8 clients, half a round: every client's control variate is a state
+SCAFFOLD = {"strategy": "scaffold", "dataset": "digits", "model": "mlp", "num_partitions": 8, "fraction": 0.5,
+            "rounds": 4, "local_steps": 2, "batch_size": 20, "lr": 0.1, "dtype": "float64"}
+TINY = 0.3  # MiB: one 2NN-on-digits control variate in float64 (0.2 MB) at a time
+
+
+@pytest.mark.numerics
+def test_a_run_whose_states_spill_equals_one_that_holds_them_and_resumes_from_its_log(tmp_path):
+    config = RunConfig(**SCAFFOLD)
+    expected = run(config).global_state
+    spilled = config.replace(client_state_memory=TINY)
+    torch.testing.assert_close(run(spilled, tmp_path / "a").global_state, expected, rtol=0, atol=0)
+    assert list((tmp_path / "a" / "client-states").glob("*.bin"))
+    # a run killed after its round-2 checkpoint, whose log has grown since: resuming cuts the log back
+    run(spilled.replace(rounds=2), tmp_path / "b")
+    longer = tmp_path / "longer"
+    shutil.copytree(tmp_path / "b", longer)
+    run(spilled.replace(rounds=3), longer, resume=True)  # appends round 3's states to the log
+    for log in (longer / "client-states").glob("*.bin"):
+        shutil.copy(log, tmp_path / "b" / "client-states" / log.name)
+    resumed = run(spilled, tmp_path / "b", resume=True)
+    torch.testing.assert_close(resumed.global_state, expected, **EXACT)
+    # the budget changes no result, so a resume may change it
+    run(config.replace(rounds=2), tmp_path / "c")
+    torch.testing.assert_close(run(spilled, tmp_path / "c", resume=True).global_state, expected, **EXACT)
