@@ -11,7 +11,7 @@ from .results.outcome import RunResult
 from .interrupts import RunDiverged
 from .config.partitioning import partition_for
 from .config.comparison import check_same_strategies, comparison_settings
-from .results.recorder import grid_record, run_title
+from .results.recorder import extra_record, run_title
 from .results.folder import RunFolder, read_json
 from .schedule import SampleGrid
 from .config.strategies import canonical_names, check_strategy_names, get_strategy
@@ -160,7 +160,7 @@ def check_comparison(out, config, configs: dict, strategies: list[str], *, resum
     for run_config in configs.values():
         strategy_folder = RunFolder(folder.path / run_config.label)
         if strategy_folder.holds_run():
-            strategy_folder.check(resume=True, config=run_config, extra=grid_record(run_config, grid))
+            strategy_folder.check(resume=True, config=run_config, extra=extra_record(run_config, grid))
     return folder
 
 

@@ -132,6 +132,12 @@ def digest(text: str) -> str | None:
     return hashlib.sha256(reference.path.read_bytes()).hexdigest()
 
 
+def code_digests(config) -> dict:
+    """Return the SHA-256 of each file ``config`` names by reference (``strategy``, ``model``, ``dataset``)."""
+    texts = {name: getattr(config, name) for name in ("strategy", "model", "dataset")}
+    return {name: digest(text) for name, text in texts.items() if is_reference(text) and digest(text) is not None}
+
+
 def load(text: str, parameter: str):
     """Import the object ``text`` refers to; each failure is one error naming ``parameter``.
 

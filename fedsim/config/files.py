@@ -25,7 +25,9 @@ COMMAND_TABLES = ("run", "compare", "ddp", "flower")
 #: Keys a settings file may hold besides `RunConfig`'s fields: the results folder and compare's list.
 FILE_KEYS = ("out", "strategies")
 # What config.json records beside the settings: not settings, so a file read back leaves them out.
-RECORD_KEYS = (ENVIRONMENT_KEY, "sample_grid")
+#: The key of ``config.json`` holding the SHA-256 of each file of user code the run names.
+CODE_DIGESTS = "code_digests"
+RECORD_KEYS = (ENVIRONMENT_KEY, "sample_grid", CODE_DIGESTS)
 
 
 def read_settings(path, command: str = "run") -> dict:

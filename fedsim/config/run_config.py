@@ -11,7 +11,7 @@ from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
-from .strategies import SETTINGS, check_algorithm_options, get_strategy, run_label, unread_message
+from .strategies import SETTINGS, check_algorithm_options, get_strategy, named_values, run_label, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -222,7 +222,8 @@ class RunConfig:
                 object.__setattr__(self, name, canonical(getattr(self, name), name))
         strategy = get_strategy(self.strategy)
         if strategy.named_settings:  # fedadam and the like: fedavg with their settings
-            self._apply_named_settings(strategy)
+            for name, value in named_values(strategy, self, _FIELD_DEFAULTS).items():
+                object.__setattr__(self, name, value)
             strategy = get_strategy(strategy.base)
         object.__setattr__(self, "algorithm_options", check_algorithm_options(strategy, self.algorithm_options))
         check_choice("partition", self.partition, SCHEMES)
@@ -315,17 +316,6 @@ class RunConfig:
     def label(self) -> str:
         """What this config runs, as rows, tables and folders name it (`fedsim.config.strategies.run_label`)."""
         return run_label(self)
-
-    def _apply_named_settings(self, strategy) -> None:
-        """Set the fields ``strategy`` (fedadam, fedprox...) names where they are at their defaults; run fedavg."""
-        for name, value in strategy.named_settings:
-            current = getattr(self, name)
-            if current == _FIELD_DEFAULTS[name]:
-                object.__setattr__(self, name, value)
-            elif name == "server_optimizer" and current != value:
-                raise ValueError(f"`strategy`={strategy.name!r} is fedavg with `server_optimizer`={value!r}; it "
-                                 f"cannot take `server_optimizer`={current!r}: use `strategy`='fed{current}'")
-        object.__setattr__(self, "strategy", strategy.base)
 
     @property
     def torch_dtype(self):

@@ -182,6 +182,20 @@ def user_strategy(algorithm, reference: str) -> Strategy:
     return Strategy(reference, local_training=True, weight_rules=("size", "equal"), algorithm=algorithm)
 
 
+def named_values(strategy: Strategy, config, defaults: Mapping) -> dict:
+    """Return the fields a named variant (fedadam, fedprox...) sets in ``config``: those at their ``defaults``, and
+    ``strategy`` itself, the base that runs. A ``server_optimizer`` other than the name's is refused."""
+    values = {"strategy": strategy.base}
+    for name, value in strategy.named_settings:
+        current = getattr(config, name)
+        if current == defaults[name]:
+            values[name] = value
+        elif name == "server_optimizer" and current != value:
+            raise ValueError(f"`strategy`={strategy.name!r} is fedavg with `server_optimizer`={value!r}; it "
+                             f"cannot take `server_optimizer`={current!r}: use `strategy`='fed{current}'")
+    return values
+
+
 def server_label(config) -> str | None:
     """Return the name of FedAvg's server step under ``config``: None for plain SGD, fedavgm, fedadam and the like."""
     if config.server_optimizer != "sgd":

@@ -62,6 +62,11 @@ def register_dataset(name: str) -> Callable[[Callable[..., Dataset]], Callable[.
     return _DATASETS.register(name)
 
 
+def dataset_factory(name: str) -> Callable[..., Dataset]:
+    """Return the loader registered (or referenced) as ``name``."""
+    return _DATASETS.get(name)
+
+
 def list_datasets(pattern: str = "*") -> list[str]:
     """Return the registered dataset names that match the shell-style ``pattern``, sorted.
 

@@ -103,6 +103,11 @@ def create_model(
         raise ValueError(f"model {name!r}: {error}") from None
 
 
+def model_factory(name: str):
+    """Return the factory registered (or referenced) as ``name``."""
+    return _MODELS.get(name)
+
+
 def list_models(pattern: str = "*") -> list[str]:
     """Return the registered model names matching the shell-style ``pattern``, sorted.
 

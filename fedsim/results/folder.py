@@ -37,8 +37,10 @@ import torch
 from partitions import Partition
 from partitions._io import read_text, write_atomic
 
+from ..config.files import CODE_DIGESTS
 from ..interrupts import STOP_SIGNALS
 from ..provenance import ENVIRONMENT_KEY, environment
+from ..references import code_digests
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -174,8 +176,17 @@ class RunFolder:
         # fields added since the run was saved take their defaults, as the run did; where it ran is no setting
         saved = {**type(config)().to_dict(), **saved_settings(saved)}
         current = {**config.to_dict(), **(extra or {})}
+        if digests := code_digests(config):  # the code a run names is part of what it is
+            current[CODE_DIGESTS] = digests
         differing = sorted(key for key in set(saved) | set(current)
                            if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES)
+        if CODE_DIGESTS in differing:
+            changed = [name for name, sha in current.get(CODE_DIGESTS, {}).items()
+                       if saved.get(CODE_DIGESTS, {}).get(name) != sha]
+            name = changed[0] if changed else CODE_DIGESTS
+            raise ValueError(f"cannot resume {self.path}: {config.to_dict().get(name, name)!r}, its `{name}`, "
+                             "changed since the run started (its SHA-256 differs from config.json's); restore "
+                             "the file, or start a new run in another `out`")
         if differing:
             shown = ", ".join(f"`{key}` {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
             raise ValueError(f"cannot resume {self.path}: it holds a run of other settings ({shown}); "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .folder import RunFolder, read_json, saved_settings
+from .folder import RunFolder
 
 
 def load_model(folder, *, data=None) -> torch.nn.Module:
@@ -37,6 +37,7 @@ def load_model(folder, *, data=None) -> torch.nn.Module:
     """
     from ..build import build_model
     from ..client import set_state
+    from ..config.files import read_settings
     from ..config.run_config import RunConfig
 
     path = Path(folder)
@@ -48,7 +49,7 @@ def load_model(folder, *, data=None) -> torch.nn.Module:
         raise ValueError(f"`folder`={str(path)!r} holds no finished run's model.pt{hint}")
     if not RunFolder(path).holds_run():
         raise ValueError(f"`folder`={str(path)!r} holds a model.pt but no fedsim run (its config.json is missing)")
-    config = RunConfig.from_mapping(saved_settings(read_json(path / "config.json")), source=str(path / "config.json"))
+    config = RunConfig.from_mapping(read_settings(path / "config.json"), source=str(path / "config.json"))
     config = config.replace(device="cpu")
     model = build_model(config, data or config.load_dataset())
     set_state(model, torch.load(path / "model.pt", map_location="cpu", weights_only=True)["state"])

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 import torch
 
 from ..interrupts import RunDiverged, RunInterrupted, stop_signal
+from ..config.files import CODE_DIGESTS
 from .folder import RunFolder, deferred_interrupt
+from ..references import code_digests
 from ..schedule import SampleGrid
 
 CHECKPOINT_FORMAT = 2
@@ -143,7 +145,7 @@ class Recorder:
         """Write the run's config and partition (or check them when resuming); return what to resume from."""
         restored = None
         if self.folder is not None:
-            extra = grid_record(self.config, self.grid)
+            extra = extra_record(self.config, self.grid)
             checkpoint = self.folder.start(self.config, self.partition, resume=self.resume, extra=extra)
             if checkpoint is not None:
                 restored = self._restore(checkpoint)
@@ -331,11 +333,18 @@ class Recorder:
         return Restored(checkpoint["global_state"], checkpoint["engine"])
 
 
-def grid_record(config, grid: SampleGrid | None) -> dict:
-    """Return what ``config.json`` records of ``grid`` beside the config: nothing when it is the config's own."""
-    if grid is None or grid == SampleGrid.from_config(config):
-        return {}
-    return {"sample_grid": dataclasses.asdict(grid)}
+def extra_record(config, grid: SampleGrid | None) -> dict:
+    """Return what ``config.json`` records beside the config, which a resumed run must match.
+
+    ``grid``, when it is not the config's own, and the SHA-256 of each file the config names by
+    reference (``--strategy path/to/file.py:Name``), so that a run is not resumed with other code.
+    """
+    record = {}
+    if grid is not None and grid != SampleGrid.from_config(config):
+        record["sample_grid"] = dataclasses.asdict(grid)
+    if digests := code_digests(config):
+        record[CODE_DIGESTS] = digests
+    return record
 
 
 def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict:

@@ -97,6 +97,7 @@ UNREAD = [
     (["--compression", "int8"], "fedavg", "`--compression`='int8'"),
     (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
     (["--sync-bn"], "fedavg", "`--sync-bn`"),
+    (["--client-state-memory", "64"], "allreduce", "`--client-state-memory`=64.0"),
 ]
 
 

@@ -39,6 +39,7 @@ UNREAD = [
     ("compression", "int8", "fedavg"),
     ("powersgd_rank", 3, "fedavg"),
     ("sync_bn", True, "fedavg"),
+    ("client_state_memory", 64.0, "reweighted"),
 ]
 
 

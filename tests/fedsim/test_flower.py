@@ -170,7 +170,8 @@ def test_scaffold_and_moon_with_fedadam_on_flower_equal_in_process(tmp_path):
     strategies = ["scaffold", "moon"]
     flower = compare(config, strategies, tmp_path / "flower", engine="flower")
     expected = compare(config, strategies, tmp_path / "inprocess")
-    for name in strategies:
+    assert list(expected) == ["scaffold+fedadam", "moon+fedadam"]  # each run named for what ran
+    for name in expected:
         torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
         assert_rows_close(*rows_of(tmp_path / "flower" / name, tmp_path / "inprocess" / name))
     with pytest.raises(ValueError, match="`strategy`='scaffold' keeps each client's state on its Flower node"):
@@ -220,7 +221,7 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
             launcher.wait()
     assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
-    summary = json.loads((out / "summary.json").read_text())["fedavg"]
+    summary = json.loads((out / "summary.json").read_text())["fedavgm"]  # FEDAVG's server momentum: FedAvgM
     assert summary["lost_clients"] == {"2": [1]}
     monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(1, from_round=1))
     expected = run(RunConfig(**DEPLOYED), tmp_path / "inprocess")

@@ -11,7 +11,9 @@ import torch
 
 from fedsim.cli import main
 from fedsim.config.run_config import RunConfig
+from fedsim.config.files import read_settings
 from fedsim.references import load
+from fedsim.results.folder import read_rows
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ROBUST = REPOSITORY / "examples" / "algorithms" / "robust.py"
@@ -145,6 +147,23 @@ def test_a_model_and_a_dataset_by_reference_build_as_registered_ones_do(user_fol
     assert isinstance(model, torch.nn.Sequential) and model[1].out_features == 4
 
 
+def fedsim_command(folder, *args):
+    """Run the installed `fedsim` command in ``folder``; return its completed process, checked."""
+    result = subprocess.run([str(Path(sys.executable).parent / "fedsim"), *args], capture_output=True, text=True,
+                            cwd=folder, check=False, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def saved_model(folder):
+    return torch.load(folder / "model.pt", weights_only=True)["state"]
+
+
+FLOAT64 = ["--dataset", "digits", "--model", "mypkg.nets:make_net", "--num-partitions", "4", "--fraction", "0.5",
+           "--rounds", "3", "--local-steps", "2", "--batch-size", "20", "--lr", "0.1", "--dtype", "float64",
+           "--server-lr", "0.7", "--quiet"]
+
+
 @pytest.mark.slow
 @pytest.mark.numerics
 def test_user_algorithms_and_model_on_flowers_simulation_equal_in_process(user_folder):
@@ -153,24 +172,28 @@ def test_user_algorithms_and_model_on_flowers_simulation_equal_in_process(user_f
     FedDyn's clients keep their g_k on their nodes and send v_k - w with their models; the
     trimmed mean combines whole models on the server. Half the clients a round, so some train twice.
     """
-    from fedsim.comparison import compare
-    from fedsim.config.comparison import comparison_configs
-
     from .numerics import EXACT, assert_rows_close
 
-    strategies = [f"{ROBUST}:TrimmedMean", f"{ROBUST.parent / 'feddyn.py'}:FedDyn"]
-    settings = {"dataset": "digits", "model": "mypkg.nets:make_net", "num_partitions": 4, "fraction": 0.5,
-                "rounds": 3, "local_steps": 2, "batch_size": 20, "lr": 0.1, "dtype": "float64", "server_lr": 0.7,
-                "algorithm_options": {"beta": 0.25, "alpha": 0.1}}
-    configs = comparison_configs(settings, strategies)
-    assert [config.algorithm_options for config in configs.values()] == [{"beta": 0.25}, {"alpha": 0.1}]
-    shared = next(iter(configs.values()))
-    flower = compare(shared, strategies, user_folder / "flower", configs=configs, engine="flower", quiet=True)
-    expected = compare(shared, strategies, user_folder / "inprocess", configs=configs, quiet=True)
-    assert list(flower) == list(expected) == ["trimmed-mean", "feddyn"]
-    for name in expected:
-        torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
-        assert_rows_close(flower[name].rows, expected[name].rows, skip=("wall_s", "eval_s"))
+    strategies = f"{ROBUST}:TrimmedMean,{ROBUST.parent / 'feddyn.py'}:FedDyn"
+    compared = ["compare", "--strategies", strategies, "--algorithm-option", "beta=0.25", "--algorithm-option",
+                "alpha=0.1", *FLOAT64]
+    fedsim_command(user_folder, *compared, "--engine", "flower", "--out", "flower")
+    fedsim_command(user_folder, *compared, "--out", "inprocess")
+    for name in ("trimmed-mean", "feddyn"):
+        flower, inprocess = user_folder / "flower" / name, user_folder / "inprocess" / name
+        torch.testing.assert_close(saved_model(flower), saved_model(inprocess), **EXACT)
+        assert_rows_close(read_rows(flower / "metrics.csv"), read_rows(inprocess / "metrics.csv"))
+
+
+@pytest.mark.slow
+@pytest.mark.numerics
+def test_a_users_model_on_fedsim_ddp_equals_in_process(user_folder):
+    """torchrun's ranks import the user's package from the folder the run started in."""
+    from .numerics import EXACT
+
+    fedsim_command(user_folder, "ddp", "--nproc", "2", "--strategy", "fedprox", *FLOAT64, "--out", "ddp")
+    fedsim_command(user_folder, "run", "--strategy", "fedprox", *FLOAT64, "--out", "run")
+    torch.testing.assert_close(saved_model(user_folder / "ddp"), saved_model(user_folder / "run"), **EXACT)
 
 
 def test_load_model_rebuilds_a_runs_final_model_even_a_users_own(user_folder):
@@ -202,3 +225,61 @@ def test_an_error_raised_in_python_speaks_python_and_the_same_check_speaks_flags
         main(["run", "--dataset", "digits", "--model", "mlp", "--num-partitions", "2", "--rounds", "1",
               "--batch-size", "50", "--out", str(tmp_path / "r")])
     assert "already holds a run; pass `--resume` to continue it, or choose another `--out`" in capsys.readouterr().err
+
+
+def test_a_name_registered_in_this_process_only_is_refused_where_other_processes_would_need_it():
+    from fedsim.engines.flower import check_flower_config
+    from fedsim.models import register_model
+
+    @register_model("tiny-registered-here")
+    def tiny(*, num_classes, in_channels, image_size, norm=None, se=False):
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(in_channels * image_size**2, num_classes))
+
+    config = RunConfig(model="tiny-registered-here", dataset="digits", num_partitions=2)
+    with pytest.raises(ValueError, match=r"`model`='tiny-registered-here' is registered in this process only, and the "
+                                         r"Flower engine runs in processes that never import 'tests.fedsim.test_refer"
+                                         r"ences'; name it by reference instead: `model`='tests.fedsim.test_refer"
+                                         r"ences:test_a_name_registered"):
+        check_flower_config(config)
+    from fedsim.engines.distributed.launch import check_world_size
+
+    with pytest.raises(ValueError, match="is registered in this process only, and fedsim ddp runs"):
+        check_world_size(config, 2)
+
+
+def test_a_run_is_not_resumed_with_a_file_of_code_that_changed(user_folder, capsys):
+    from fedsim import run
+
+    (user_folder / "mine.py").write_text(ROBUST.read_text())
+    config = RunConfig(strategy="mine.py:Median", dataset="digits", model="mlp", num_partitions=3, rounds=1,
+                       batch_size=50)
+    run(config, user_folder / "r")
+    main(["run", "--resume", "--out", "r", "--rounds", "2", "--quiet"])  # the same file: it goes on
+    with (user_folder / "mine.py").open("a") as file:
+        file.write("\n# a change\n")
+    with pytest.raises(ValueError, match=r"mine.py:Median', its `strategy`, changed since the run started"):
+        run(config.replace(rounds=3), user_folder / "r", resume=True)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["run", "--resume", "--out", "r", "--rounds", "3"])
+    assert "its `--strategy`, changed since the run started" in capsys.readouterr().err
+
+
+def test_a_settings_file_names_a_users_algorithm_and_its_options(user_folder, capsys):
+    (user_folder / "study.toml").write_text(textwrap.dedent(f"""
+        dataset = "digits"
+        model = "mypkg.nets:make_net"
+        num_partitions = 5
+        rounds = 1
+        batch_size = 50
+        [compare]
+        strategies = ["fedavg", "{ROBUST}:TrimmedMean"]
+        out = "study"
+        [algorithm_options]
+        beta = 0.2
+    """))
+    main(["compare", "--config", "study.toml"])
+    described = capsys.readouterr().out
+    assert "trimmed-mean: C=1.0" in described and "beta=0.2" in described
+    saved = RunConfig.from_mapping(read_settings(user_folder / "study" / "trimmed-mean" / "config.json"))
+    assert saved.algorithm_options == {"beta": 0.2} and saved.label == "trimmed-mean"

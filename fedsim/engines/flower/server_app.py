@@ -12,7 +12,7 @@ import time
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ...build import RunSetup
+from ...build import RunSetup, check_reaches_other_processes
 from ...client import evaluate
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
@@ -77,6 +77,7 @@ def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
     `fedsim ddp` only. The state that SCAFFOLD's and MOON's clients keep between rounds lives on
     their nodes for one Flower run, so such a run cannot be resumed (``resume``).
     """
+    check_reaches_other_processes(config, "the Flower engine")
     local = get_strategy(config.strategy).local_training
     if resume and local and algorithm_class(config.strategy).stateful_clients:
         raise ValueError(f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one "
