@@ -220,6 +220,7 @@ class SpillLog:
 
     @property
     def path(self) -> Path:
+        """The log's file for its current generation."""
         return self.folder / f"{self.name}.{self.generation}.bin"
 
     def _open(self) -> int:

@@ -227,3 +227,22 @@ def test_moon_refuses_a_model_with_neither_a_linear_layer_nor_a_representation()
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 10, 8), torch.nn.Flatten())
     with pytest.raises(ValueError, match="Sequential has no linear layer whose input could serve as MOON's"):
         Moon(RunConfig(strategy="moon"), model, get_state(model))
+
+
+@pytest.mark.slow
+@pytest.mark.numerics
+def test_fedbn_and_the_median_on_flowers_simulation_equal_in_process(tmp_path):
+    """FedBN's clients keep their BatchNorm on their Flower nodes (``Context.state``); the median combines on the server."""
+    from fedsim.comparison import compare
+
+    from .numerics import assert_rows_close
+
+    config = RunConfig(strategy="fedavg", **{**FULL_BATCH, "model": "cnn", "norm": "batch", "num_partitions": 4,
+                                              "fraction": 0.5, "rounds": 3, "server_lr": 0.7, "batch_size": 20})
+    strategies = [FEDBN, MEDIAN]
+    flower = compare(config, strategies, tmp_path / "flower", engine="flower", quiet=True)
+    expected = compare(config, strategies, tmp_path / "inprocess", quiet=True)
+    assert list(expected) == ["fedbn", "median"]
+    for name in expected:
+        torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
+        assert_rows_close(flower[name].rows, expected[name].rows)
