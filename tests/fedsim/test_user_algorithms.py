@@ -19,7 +19,7 @@ from fedsim.engines.inprocess.parallel import check_workers
 from fedsim.schedule import sample_clients
 
 from .numerics import EXACT
-from .test_algorithms import FULL_BATCH, LR, STEPS, load, sgd_steps, shard_batch
+from .test_algorithms import FULL_BATCH, STEPS, load, sgd_steps, shard_batch
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "algorithms"
 MEDIAN, TRIMMED = f"{EXAMPLES}/robust.py:Median", f"{EXAMPLES}/robust.py:TrimmedMean"
