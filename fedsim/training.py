@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .checks import check_integer, check_number
+from .checks import check_integer
 from .data import add_feature_noise, augment, normalize
 from .optim import OptimizerConfig
 
