@@ -32,7 +32,7 @@ class RunSetup:
         data = data or config.load_dataset()
         task = create_task(data.num_classes, multilabel=data.multilabel, label_smoothing=config.label_smoothing)
         if partition is None:
-            partition = partition_for(config, data.train_labels.numpy())
+            partition = partition_for(config, data.train_labels.numpy(), data.train_client_ids)
         return cls(data, task, partition, build_model(config, data, device))
 
 

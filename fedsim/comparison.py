@@ -73,7 +73,7 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     folder = check_comparison(out, config, configs, strategies, resume=resume)  # a bad `--out` is reported before any work
     data = data or config.load_dataset()
     if partition is None:
-        partition = partition_for(config, data.train_labels.numpy())
+        partition = partition_for(config, data.train_labels.numpy(), data.train_client_ids)
     folder.open(resume=resume)
     out = folder.path
     # the settings as given once (each strategy's folder checks its own on resume); rewritten on resume, so that

@@ -9,6 +9,7 @@ from .dirichlet import dirichlet
 from .extended_dirichlet import extended_dirichlet
 from .iid import iid
 from .multilabel import multilabel_dirichlet
+from .natural import natural
 from .noise import feature_noise_levels
 from .partition import Partition
 from .pathological import pathological
@@ -23,6 +24,7 @@ __all__ = [
     "feature_noise_levels",
     "iid",
     "multilabel_dirichlet",
+    "natural",
     "pathological",
     "quantity_skew",
     "shards",

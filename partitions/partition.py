@@ -91,7 +91,7 @@ class Partition(Sequence):
         Examples
         --------
         >>> from partitions import (balanced_dirichlet, dirichlet, extended_dirichlet, iid, multilabel_dirichlet,
-        ...                         pathological, quantity_skew, shards)
+        ...                         natural, pathological, quantity_skew, shards)
         >>> labels = np.repeat(np.arange(4), 25)
         >>> iid(labels, 4, seed=0).describe()
         'IID'
@@ -114,6 +114,8 @@ class Partition(Sequence):
         'quantity Dir(0.5)'
         >>> multilabel_dirichlet(np.eye(4, dtype=bool)[labels], 4, alpha=1.0, min_partition_size=0, seed=0).describe()
         'multi-label Dir(1)'
+        >>> natural([7, 7, 9]).describe()
+        'natural (2 ids)'
         >>> Partition([[0], [1]], num_samples=2, scheme="manual").describe()
         'manual'
         """
@@ -131,6 +133,8 @@ class Partition(Sequence):
         if self.scheme == "extended_dirichlet" and "num_classes_per_partition" in params:
             alpha = _concentration_label(params.get("alpha"), "class")
             return self.scheme if alpha is None else f"#C={params['num_classes_per_partition']} Dir({alpha})"
+        if self.scheme == "natural":
+            return f"natural ({self.num_partitions} ids)"
         if self.scheme == "shards" and "shards_per_partition" in params:
             return f"shards({params['shards_per_partition']} per client)"
         return self.scheme

@@ -98,7 +98,7 @@ def command_partition(args) -> None:
             raise type(error)(str(error).replace("`path`", "`--plot`")) from None
     dataset = config.load_dataset()
     labels = dataset.train_labels.numpy()
-    partition = partition_for(config, labels)
+    partition = partition_for(config, labels, dataset.train_client_ids)
     name = partition.describe()
     if args.plot:
         from partitions.plot import stacked_bars

@@ -40,8 +40,9 @@ HELP = {
     "model": "classifier: %(choices)s; or your own factory of (num_classes, in_channels, image_size) as "
              "package.module:make or path/to/file.py:make",  # argparse reads the lazy choices only for the help
     "norm": "normalisation layers (default: the model's own)",
-    "partition": "how the training labels are split over the K partitions",
-    "num_partitions": "clients or ranks K",
+    "partition": "how the training labels are split over the K partitions; natural: one per client id the data "
+                 "carries (an npz file's client_train)",
+    "num_partitions": "clients or ranks K (with --partition natural, the number of client ids)",
     "alpha": "Dirichlet concentration, > 0: small is skewed (dirichlet, quantity, extended-dirichlet, "
              "balanced-dirichlet)",
     "classes_per_partition": "k of #C=k: classes per partition (pathological, extended-dirichlet)",

@@ -24,7 +24,8 @@ def settings_from_args(args) -> tuple[dict, str]:
     Precedence, lowest first: the fields' defaults; on ``--resume``, the settings the run in
     ``--out`` recorded in its ``config.json`` (so resuming needs only ``--out``, and ``--rounds``
     to extend); the ``--config`` file; the flags. With ``--partition-file`` and no
-    ``--num-partitions``, the file's number of partitions is taken.
+    ``--num-partitions``, the file's number of partitions is taken; with ``--partition natural``,
+    the number of client ids of the dataset.
     """
     names = {field.name for field in dataclasses.fields(RunConfig)}
     flags = {key: value for key, value in vars(args).items() if key in names}
@@ -51,7 +52,26 @@ def settings_from_args(args) -> tuple[dict, str]:
         from ..config.partitioning import load_partition_file
 
         settings["num_partitions"] = load_partition_file(settings["partition_file"]).num_partitions
+    if settings.get("partition") == "natural" and "num_partitions" not in settings:
+        settings["num_partitions"] = count_client_ids(settings)
     return settings, source
+
+
+def count_client_ids(settings: dict) -> int:
+    """Return the number of distinct client ids in the dataset ``settings`` name, the clients of a natural partition.
+
+    Data without ids gives the default count: making the partition then says what is missing.
+    """
+    import numpy as np
+
+    from ..data import load_dataset
+
+    defaults = {field.name: field.default for field in dataclasses.fields(RunConfig)}
+    dataset, root, download = (settings.get(name, defaults[name]) for name in ("dataset", "data_root", "download"))
+    data = load_dataset(dataset, root=root, download=download, **settings.get("dataset_options", {}))
+    if data.train_client_ids is None:
+        return defaults["num_partitions"]
+    return len(np.unique(data.train_client_ids))
 
 
 def recorded_settings(out: Path, command: str) -> dict:
@@ -92,7 +112,7 @@ def prepare(config: RunConfig):
     from ..config.partitioning import partition_for
 
     data = config.load_dataset()
-    partition = partition_for(config, data.train_labels.numpy())
+    partition = partition_for(config, data.train_labels.numpy(), data.train_client_ids)
     check_model_fits(build_model(config, data), config, data, partition)
     return data, partition
 

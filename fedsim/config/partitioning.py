@@ -7,7 +7,7 @@ import numpy as np
 import partitions
 
 SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity",
-           "extended-dirichlet", "balanced-dirichlet")
+           "extended-dirichlet", "balanced-dirichlet", "natural")
 
 #: fedsim's #C=k, in "pathological" and "extended-dirichlet", is NIID-Bench's: partition i holds class i mod C,
 #: then k - 1 others at random, so every class is held once there are as many partitions as classes.
@@ -73,6 +73,7 @@ def make_partition(
     max_tries: int = 10,
     shards_per_partition: int = 2,
     seed: int = 0,
+    client_ids=None,
 ) -> partitions.Partition:
     """Return the partition of ``labels`` named by ``scheme`` and its parameters.
 
@@ -83,11 +84,14 @@ def make_partition(
     ----------
     labels : array_like
         Class ids, or a multi-hot (samples x classes) matrix.
-    scheme : {"iid", "dirichlet", "pathological", "shards", "quantity", "extended-dirichlet", "balanced-dirichlet"}
+    scheme : {"iid", "dirichlet", "pathological", "shards", "quantity", "extended-dirichlet", "balanced-dirichlet", \
+"natural"}
         ``"extended-dirichlet"`` is #C=k + Dir(alpha) (`partitions.extended_dirichlet`);
         ``"balanced-dirichlet"`` is Dir(alpha) label skew with equal partition sizes
-        (`partitions.balanced_dirichlet`).
+        (`partitions.balanced_dirichlet`); ``"natural"`` is one partition per id of
+        ``client_ids`` (`partitions.natural`).
     num_partitions : int
+        The number of partitions; ``"natural"`` makes one per id, and this must be their number.
     alpha : float, default 0.5
         Dirichlet concentration of ``"dirichlet"``, ``"extended-dirichlet"`` and
         ``"balanced-dirichlet"`` (labels) and ``"quantity"`` (sizes).
@@ -106,6 +110,9 @@ def make_partition(
     shards_per_partition : int, default 2
         Shards dealt to each partition by ``"shards"``.
     seed : int, default 0
+    client_ids : array_like, optional
+        The id each sample carries (a `fedsim.data.Dataset`'s ``train_client_ids``), which
+        ``"natural"`` needs.
 
     Examples
     --------
@@ -115,6 +122,8 @@ def make_partition(
     """
     labels = np.asarray(labels)
     multilabel = labels.ndim == 2
+    if scheme == "natural":
+        return natural_partition(client_ids, num_partitions)
     if scheme == "iid":
         return partitions.iid(labels, num_partitions, seed=seed)
     if scheme == "quantity":
@@ -149,10 +158,30 @@ def make_partition(
     raise ValueError(f"unknown `scheme`={scheme!r}; known: {', '.join(SCHEMES)}")
 
 
-def partition_for(config, labels) -> partitions.Partition:
-    """Return the partition a `fedsim.config.RunConfig` describes: read from its ``partition_file``, or made."""
+def natural_partition(client_ids, num_partitions: int, dataset: str | None = None) -> partitions.Partition:
+    """Return `partitions.natural` of ``client_ids``, refusing data without ids and a count that differs."""
+    if client_ids is None:
+        named = "`dataset`" if dataset is None else f"`dataset`={dataset!r}"
+        raise ValueError(f"`partition`='natural' needs the client each training sample came from, and {named} "
+                         "has none: give the npz file a `client_train` array (one id per training sample), or "
+                         "return a `Dataset` with `train_client_ids`")
+    partition = partitions.natural(client_ids)
+    if partition.num_partitions != num_partitions:
+        raise ValueError(f"`partition`='natural' makes {partition.num_partitions} partitions, one per client id of "
+                         f"the dataset, but `num_partitions` is {num_partitions}; set `num_partitions` to "
+                         f"{partition.num_partitions}")
+    return partition
+
+
+def partition_for(config, labels, client_ids=None) -> partitions.Partition:
+    """Return the partition a `fedsim.config.RunConfig` describes: read from its ``partition_file``, or made.
+
+    ``client_ids`` are the dataset's ``train_client_ids``, which ``partition="natural"`` reads.
+    """
     if getattr(config, "partition_file", None) is not None:
         return load_partition_file(config.partition_file, labels, config.num_partitions)
+    if config.partition == "natural":
+        return natural_partition(client_ids, config.num_partitions, config.dataset)
     return make_partition(
         labels,
         config.partition,
@@ -165,6 +194,7 @@ def partition_for(config, labels) -> partitions.Partition:
         max_tries=config.max_tries,
         shards_per_partition=config.shards_per_partition,
         seed=config.seed,
+        client_ids=client_ids,
     )
 
 

@@ -70,7 +70,9 @@ class RunConfig:
         Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
     partition : str
         Partition scheme: iid, dirichlet, pathological, shards, quantity, extended-dirichlet (#C=k with
-        Dir(alpha) among a partition's classes) or balanced-dirichlet (Dir(alpha) with equal sizes).
+        Dir(alpha) among a partition's classes), balanced-dirichlet (Dir(alpha) with equal sizes) or
+        natural (one client per id of the dataset's ``train_client_ids``, such as an npz file's
+        ``client_train``; ``num_partitions`` must be the number of ids).
     alpha, classes_per_partition, num_partitions, min_partition_size, shards_per_partition
         The partition's parameters, as `fedsim partition` takes them.
     class_assignment_mode : {"first-deterministic", "random", "deterministic"}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from partitions._checks import check_integer
+from partitions.natural import check_ids
 
 #: Augmentation policies `augment` knows, by the name a `Dataset` carries.
 AUGMENTATIONS = ("none", "crop-flip")
@@ -42,6 +44,10 @@ class Dataset:
     augmentation : {"none", "crop-flip"}, default "none"
         The training augmentation `augment` applies: ``"crop-flip"`` is the CIFAR recipe
         (random 4-pixel-padded crop and horizontal flip), ``"none"`` leaves images as they are.
+    train_client_ids : array_like of int or str, optional
+        The client (writer, speaker, device) each training sample came from, where the data comes
+        split already, as LEAF's FEMNIST does. ``partition="natural"`` gives each id its own
+        client (`partitions.natural`).
 
     Examples
     --------
@@ -63,6 +69,7 @@ class Dataset:
     std: tuple[float, ...] | None = None
     class_names: tuple[str, ...] | None = None
     augmentation: str = "none"
+    train_client_ids: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self):
         check_integer("num_classes", self.num_classes, minimum=1)
@@ -76,6 +83,12 @@ class Dataset:
                 raise ValueError(
                     f"`class_names` has {len(self.class_names)} names for `num_classes`={self.num_classes}"
                 )
+        if self.train_client_ids is not None:
+            ids = check_ids(self.train_client_ids, "train_client_ids").copy()
+            if len(ids) != self.num_train:
+                raise ValueError(f"`train_client_ids` has {len(ids)} ids for {self.num_train} training samples; "
+                                 "give one per sample")
+            object.__setattr__(self, "train_client_ids", ids)
         if self.mean is None or self.std is None:
             mean, std = channel_stats(self.train_images)
             object.__setattr__(self, "mean", mean if self.mean is None else self.mean)

@@ -2,7 +2,9 @@
 
 ``--dataset npz:FILE`` reads ``x_train``, ``y_train``, ``x_test`` and ``y_test`` from a NumPy
 ``.npz`` file: uint8 images as ``(N, H, W)``, ``(N, H, W, C)`` (C of 1 or 3) or ``(N, C, H, W)``,
-and integer labels; an optional ``num_classes`` scalar, else the largest label plus one.
+and integer labels; an optional ``num_classes`` scalar, else the largest label plus one; and an
+optional ``client_train``, one id (integer or string) per training sample, such as a FEMNIST writer,
+which ``--partition natural`` turns into one client per id.
 
 ``--dataset imagefolder:DIR`` reads ``DIR/train/<class>/*`` and ``DIR/test/<class>/*`` as
 torchvision's ``ImageFolder`` does (classes sorted by folder name); every image must have the
@@ -18,8 +20,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from partitions.natural import check_ids
+
 from ..references import split_format
 from .dataset import Dataset
+
 
 def load_format(name: str) -> Dataset:
     """Load ``npz:FILE`` or ``imagefolder:DIR``; what is wrong with the files is one error naming ``dataset``."""
@@ -35,15 +40,20 @@ def load_format(name: str) -> Dataset:
 
 
 def load_npz(path: Path, name: str) -> Dataset:
-    """Read a `.npz` of ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and ``num_classes``) into a `Dataset`."""
+    """Read a `.npz` of ``x_train``, ``y_train``, ``x_test``, ``y_test`` (and ``num_classes``, ``client_train``)
+    into a `Dataset`."""
     with np.load(path, allow_pickle=False) as arrays:
         splits = {split: (as_images(arrays[f"x_{split}"], f"x_{split}"), as_labels(arrays[f"y_{split}"], f"y_{split}"))
                   for split in ("train", "test")}
         given = int(arrays["num_classes"]) if "num_classes" in arrays else None
+        client_ids = check_ids(arrays["client_train"], "client_train") if "client_train" in arrays else None
     (train_images, train_labels), (test_images, test_labels) = splits["train"], splits["test"]
     largest = max(int(labels.max()) for labels in (train_labels, test_labels) if labels.numel())
+    if client_ids is not None and len(client_ids) != len(train_labels):
+        raise ValueError(f"`client_train` has {len(client_ids)} ids for {len(train_labels)} training samples; "
+                         "give one per sample")
     return Dataset(name, train_images, train_labels, test_images, test_labels,
-                   num_classes=given if given is not None else largest + 1)
+                   num_classes=given if given is not None else largest + 1, train_client_ids=client_ids)
 
 
 def as_images(array: np.ndarray, key: str) -> torch.Tensor:

@@ -1,10 +1,13 @@
 """A user's data as ``npz:FILE`` or ``imagefolder:DIR``: real files written here, read by every command."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
+import partitions
 from fedsim.cli import main
 from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
@@ -48,6 +51,31 @@ def test_channels_last_images_and_a_declared_class_count_are_read(tmp_path):
     assert (data.in_channels, data.image_size, data.num_classes) == (3, 8, 12)
 
 
+def test_an_npz_files_client_ids_give_the_natural_partition_every_command_takes(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    arrays = digits_arrays()
+    writers = np.random.default_rng(0).choice(["ann", "bob", "cy", "dee", "eve"], len(arrays["y_train"]))
+    np.savez(tmp_path / "writers.npz", **arrays, client_train=writers)
+    expected = partitions.natural(writers)
+    main(["partition", "--dataset", "npz:writers.npz", "--partition", "natural", "--out", "p.json"])
+    assert "natural (5 ids)  5" in capsys.readouterr().out
+    assert partitions.Partition.load("p.json") == expected
+    main(["run", "--dataset", "npz:writers.npz", "--partition", "natural", "--model", "mlp", "--rounds", "1",
+          "--batch-size", "50", "--out", "run"])  # --num-partitions is the number of writers
+    capsys.readouterr()
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["num_partitions"] == 5 and partitions.Partition.load(tmp_path / "run" / "partition.json") == expected
+    with pytest.raises(ValueError, match="makes 5 partitions, one per client id of the dataset, but `num_partitions` "
+                                         "is 3; set `num_partitions` to 5"):
+        run(RunConfig(dataset="npz:writers.npz", partition="natural", num_partitions=3, rounds=1))
+    with pytest.raises(SystemExit):
+        main(["run", "--dataset", "digits", "--partition", "natural", "--rounds", "1", "--out", "none"])
+    assert capsys.readouterr().err.strip() == (
+        "fedsim run: error: `--partition`='natural' needs the client each training sample came from, and "
+        "`--dataset`='digits' has none: give the npz file a `client_train` array (one id per training sample), or "
+        "return a `Dataset` with `train_client_ids`")
+
+
 def write_images(root, split, classes, size=(8, 8), count=3):
     for label in classes:
         folder = root / split / label
@@ -82,6 +110,8 @@ def bad_npz(tmp_path, **changes):
     (lambda tmp: bad_npz(tmp, x_test=np.zeros((0, 8, 8), np.uint8), y_test=np.zeros(0, np.int64)),
      "`test_images` is empty"),
     (lambda tmp: bad_npz(tmp, num_classes=np.array(3)), "`train_labels` must lie in [0, 3)"),
+    (lambda tmp: bad_npz(tmp, client_train=np.arange(5)), "`client_train` has 5 ids for 1438 training samples"),
+    (lambda tmp: bad_npz(tmp, client_train=np.zeros(1437)), "`client_train` must hold integers or strings"),
     (lambda tmp: (write_images(tmp / "f", "train", ["a", "b"]), write_images(tmp / "f", "test", ["a", "c"]),
                   "imagefolder:f")[-1], "`test/` has the classes ['a', 'c'], `train/` ['a', 'b']"),
     (lambda tmp: (write_images(tmp / "m", "train", ["a"]), write_images(tmp / "m", "train", ["b"], size=(9, 9)),
