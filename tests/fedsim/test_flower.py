@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -179,8 +180,52 @@ def test_scaffold_and_moon_with_fedadam_on_flower_equal_in_process(tmp_path):
     assert wait_until_gone(ray_processes) == []
 
 
-# 2 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed
-DEPLOYED = {**FEDAVG, "num_partitions": 2, "fraction": 1.0, "rounds": 2}
+# 2 SuperNodes, every client every round: round 1 equals in-process; then SuperNode 1 is killed. The strategy
+# and the model are the user's, imported from a folder outside the repository by every Flower process.
+DEPLOYED = {**FEDAVG, "num_partitions": 2, "fraction": 1.0, "rounds": 2, "strategy": "my_fedprox.py:MyFedProx",
+            "model": "mynets.mlp:two_layers"}
+USER_CODE = {
+    "mynets/__init__.py": "",
+    "mynets/mlp.py": """
+        from torch import nn
+
+        def two_layers(num_classes, in_channels, image_size):
+            return nn.Sequential(nn.Flatten(), nn.Linear(in_channels * image_size**2, 16), nn.ReLU(),
+                                 nn.Linear(16, num_classes))
+    """,
+    "my_fedprox.py": """
+        from fedsim import Algorithm, LocalTerms, Option
+
+        class Proximal(LocalTerms):
+            def __init__(self, anchor, mu):
+                self.anchor, self.mu = anchor, mu
+
+            def penalty(self, params):
+                return self.mu / 2 * sum(((w - a) ** 2).sum() for w, a in zip(params, self.anchor))
+
+        class MyFedProx(Algorithm):
+            name = "my-fedprox"
+            options = {"mu": Option(0.01, low=0.0)}
+
+            def local_terms(self, client, global_state):
+                return Proximal(global_state[: self.num_params], self.option("mu"))
+    """,
+}
+
+
+@pytest.fixture
+def user_code(tmp_path, monkeypatch):
+    """A folder outside the repository holding `USER_CODE`, the current folder; its modules are forgotten after."""
+    user = tmp_path / "user"
+    for name, text in USER_CODE.items():
+        (user / name).parent.mkdir(parents=True, exist_ok=True)
+        (user / name).write_text(textwrap.dedent(text))
+    monkeypatch.chdir(user)
+    monkeypatch.delenv("FEDSIM_START_FOLDER", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield user
+    for module in [name for name in sys.modules if name.split(".")[0] == "mynets"]:
+        del sys.modules[module]
 
 
 def without_client(lost: int, from_round: int):
@@ -196,7 +241,7 @@ def without_client(lost: int, from_round: int):
 
 @pytest.mark.slow
 @pytest.mark.numerics
-def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch):
+def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(tmp_path, monkeypatch, user_code):
     """A SuperLink and 2 authenticated SuperNodes over TLS; SuperNode 1 is SIGKILLed on receiving round 2's model.
 
     It dies holding the message, before the ClientApp process that would train on it has even
@@ -204,12 +249,16 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     client 1. Round 2 goes on with client 0 (the server waits `--timeout` seconds for the lost node's reply,
     or skips it once the SuperLink has marked it offline), and the run ends with the parameters
     of in-process FedAvg whose round 2 samples client 0 alone.
+
+    The run starts in a folder outside the repository that holds the user's strategy (a file) and
+    model (a package): the ServerApp and every ClientApp process import them from there.
     """
     assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
     assert (tmp_path / "certs" / "server.key").stat().st_mode & 0o777 == 0o600
     out = tmp_path / "flower"
     launcher = subprocess.Popen([sys.executable, "-m", "fedsim", "flower", "deploy", "--tls", str(tmp_path / "certs"),
-                                 "--auth", *flags(DEPLOYED), "--timeout", "30", "--quiet", "--out", str(out)],
+                                 "--auth", *flags(DEPLOYED), "--algorithm-option", "mu=0.1", "--timeout", "30",
+                                 "--quiet", "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         node = wait_for_train_messages(launcher, "partition-id=1 num-partitions=2", count=2, timeout=180)
@@ -221,14 +270,17 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
             launcher.wait()
     assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
-    summary = json.loads((out / "summary.json").read_text())["fedavgm"]  # FEDAVG's server momentum: FedAvgM
-    assert summary["lost_clients"] == {"2": [1]}
+    config = RunConfig(**DEPLOYED, algorithm_options={"mu": 0.1})
+    summary = json.loads((out / "summary.json").read_text())["my-fedprox+fedavgm"]  # FEDAVG's server momentum
+    assert summary["lost_clients"] == {"2": [1]} and config.label == "my-fedprox+fedavgm"
     monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(1, from_round=1))
-    expected = run(RunConfig(**DEPLOYED), tmp_path / "inprocess")
+    expected = run(config, tmp_path / "inprocess")
     deployed = torch.load(out / "model.pt")["state"]
     torch.testing.assert_close(deployed, expected.global_state, **EXACT)
     # the lost node was sent the model in round 2
     assert_rows_close(*rows_of(out, tmp_path / "inprocess"), skip=("bytes_down", "bytes_communicated"))
+    without_prox = run(config.replace(algorithm_options={"mu": 0.0}))  # mu reached the nodes: it changes the result
+    assert relative_distance(without_prox.global_state, expected.global_state) > 1e-3
 
 
 def wait_for_train_messages(launcher, node_config: str, count: int, timeout: float) -> int:
