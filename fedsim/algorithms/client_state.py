@@ -16,6 +16,9 @@ the least recently used states spill to a file in the run folder, as pfl-researc
 - the file is an append-only log of fixed-size rows, read and written with positional I/O
   (``pread``/``pwrite``) rather than mapped, so that the pages it passes through stay in the
   page cache and never in the process's resident memory;
+- a state leaving memory is written by a thread of the log's while the next client trains (the
+  write releases the GIL), and its slot is reused once the write is done; a read, a checkpoint
+  and a resume wait for the writes before them, so what is read is always what was written;
 - a checkpoint writes every state changed since the last one to the log and records the index
   (client -> row) and the log's length, never the states themselves; resuming cuts the log back
   to that length, so that what a killed run appended after its checkpoint is dropped and the
@@ -32,7 +35,8 @@ round, and the process holding more than the budget.
 from __future__ import annotations
 
 import os
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -65,6 +69,7 @@ class ClientStates:
         self.dtype, self.device = like[0].dtype, like[0].device
         self._flat: OrderedDict[int, torch.Tensor] = OrderedDict()  # in memory (slots), least recently used first
         self._free: list[torch.Tensor] = []  # slots no client holds
+        self._writing: deque[tuple[Future, torch.Tensor]] = deque()  # slots being written to the log, oldest first
         self._dirty: set[int] = set()  # in memory and newer than their row in the log, if any
         self._rows: dict[int, int] = {}  # client -> its latest row in the log
         self.budget: int | None = None
@@ -145,14 +150,29 @@ class ClientStates:
         """Return a free slot for one state, adding a block of them when none is free.
 
         Blocks double with the states held (1, 1, 2, 4... slots) up to `SLAB_BYTES`, so that a
-        process holding one client's state (a Flower node) takes one slot.
+        process holding one client's state (a Flower node) takes one slot. Under a budget, the
+        slots held and being written are at most the budget's states and one more (a state coming
+        in): past that, a slot comes from the oldest write, waited for.
         """
+        self._reclaim(wait=False)
         if not self._free:
             count = max(1, min(SLAB_BYTES // self.bytes_per_client(), len(self._flat)))
-            if self.budget is not None:  # no more slots than the budget holds, and one to take a state coming in
-                count = max(1, min(count, self.budget // self.bytes_per_client() + 1 - len(self._flat)))
-            self._free = list(torch.empty(count, sum(self.numels), dtype=self.dtype).unbind())
+            if self.budget is not None:
+                count = min(count, self.budget // self.bytes_per_client() + 1 - len(self._flat) - len(self._writing))
+            if count > 0:
+                self._free = list(torch.empty(count, sum(self.numels), dtype=self.dtype).unbind())
+            else:
+                self._reclaim(wait=True, oldest_only=True)
         return self._free.pop()
+
+    def _reclaim(self, *, wait: bool, oldest_only: bool = False) -> None:
+        """Free the slots whose writes are done (with ``wait``, waiting for the oldest, or for all)."""
+        while self._writing and (wait or self._writing[0][0].done()):
+            future, slot = self._writing.popleft()
+            future.result()  # a failed write (a full disk) is raised here, before anything relies on its row
+            self._free.append(slot)
+            if oldest_only:
+                return
 
     def _drop(self, client: int) -> torch.Tensor | None:
         """Forget ``client``'s state in memory, freeing its slot; return the slot (valid until it is reused)."""
@@ -161,11 +181,20 @@ class ClientStates:
             self._free.append(slot)
         return slot
 
+    def flush(self) -> None:
+        """Wait until every state that left memory is in the log (its writes go on in the log's thread)."""
+        if self._log is not None:
+            self._log.wait()
+        self._reclaim(wait=True)
+
     def _spill(self, client: int) -> None:
-        flat = self._drop(client)
-        if client in self._dirty:
-            self._rows[client] = self._log.append(flat)
-            self._dirty.discard(client)
+        if client not in self._dirty:  # the log has it already
+            self._drop(client)
+            return
+        slot = self._flat.pop(client)
+        self._rows[client], written = self._log.append(slot)
+        self._writing.append((written, slot))  # the slot is reused once the write is done
+        self._dirty.discard(client)
 
     def state_dict(self) -> dict:
         """Return what a checkpoint needs: every state in memory, or, once states have spilled, the log's index.
@@ -176,9 +205,10 @@ class ClientStates:
         if self._log is None or not self._log.used:
             return {"clients": {client: slot.clone() for client, slot in self._flat.items()}}
         for client in list(self._dirty):
-            self._rows[client] = self._log.append(self._flat[client])
+            self._rows[client], _ = self._log.append(self._flat[client])
         self._dirty.clear()
-        self._rows = self._log.compact(self._rows)
+        self._rows = self._log.compact(self._rows)  # after every write
+        self._reclaim(wait=True)
         return {"clients": {}, "spilled": {"file": self._log.path.name, "rows": self._log.rows,
                                            "index": dict(self._rows)}}
 
@@ -186,6 +216,7 @@ class ClientStates:
         """Restore `state_dict` output (a log cut back to the checkpoint's length)."""
         for client in list(self._flat):
             self._drop(client)
+        self.flush()
         self._dirty, self._rows = set(), {}
         spilled = state.get("spilled")
         if spilled is not None:
@@ -216,6 +247,8 @@ class SpillLog:
         self.folder, self.name, self.row_bytes, self.dtype = folder, name, row_bytes, dtype
         self.generation, self.rows, self.used = 0, 0, False
         self._fd: int | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._writes: deque[Future] = deque()
         self._previous: Path | None = None  # the log the previous checkpoint names, kept until the next one
 
     @property
@@ -229,15 +262,33 @@ class SpillLog:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         return self._fd
 
-    def append(self, flat: torch.Tensor) -> int:
-        """Write ``flat`` as a new row; return its row."""
+    def append(self, flat: torch.Tensor) -> tuple[int, Future]:
+        """Write the contiguous ``flat`` as a new row, in the log's thread; return its row and the write's future.
+
+        ``flat`` must not change until the write is done.
+        """
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fedsim-client-states")
         self.used = True
-        os.pwritev(self._open(), [memoryview(flat.contiguous().numpy()).cast("B")], self.rows * self.row_bytes)
-        self.rows += 1
-        return self.rows - 1
+        row, self.rows = self.rows, self.rows + 1
+        written = self._writer.submit(self._write, self._open(), flat, row * self.row_bytes)
+        self._writes.append(written)
+        while self._writes and self._writes[0].done():
+            self._writes.popleft().result()
+        return row, written
+
+    def _write(self, fd: int, flat: torch.Tensor, offset: int) -> None:
+        if os.pwritev(fd, [memoryview(flat.numpy()).cast("B")], offset) != self.row_bytes:
+            raise OSError(f"{self.path}: a client's state was written in part (is the disk full?)")
+
+    def wait(self) -> None:
+        """Wait for every write submitted; raise the first that failed."""
+        while self._writes:
+            self._writes.popleft().result()
 
     def read(self, row: int, into: torch.Tensor) -> torch.Tensor:
-        """Read the state at ``row`` into the flat CPU tensor ``into``; return it."""
+        """Read the state at ``row`` into the flat CPU tensor ``into``, after the writes before; return it."""
+        self.wait()
         flat = into
         if os.preadv(self._open(), [memoryview(flat.numpy()).cast("B")], row * self.row_bytes) != self.row_bytes:
             raise RuntimeError(f"{self.path} ends before row {row}: the client-state log is damaged")
@@ -245,6 +296,7 @@ class SpillLog:
 
     def compact(self, index: dict[int, int]) -> dict[int, int]:
         """Before a checkpoint: if stale rows outnumber the live ones, copy the live rows to a new log; return the index."""
+        self.wait()
         os.fsync(self._open())
         if self.rows <= 2 * len(index):
             return index
@@ -266,6 +318,7 @@ class SpillLog:
 
     def restore(self, file: str, rows: int) -> None:
         """Continue the log a checkpoint names, cut back to the ``rows`` it recorded."""
+        self.wait()
         path = self.folder / file
         if not path.is_file() or path.stat().st_size < rows * self.row_bytes:
             raise ValueError(f"cannot resume: the client states this checkpoint needs are not all in {path}")
@@ -276,7 +329,10 @@ class SpillLog:
         os.truncate(path, rows * self.row_bytes)
 
     def close(self) -> None:
-        """Close the log's file."""
+        """Finish the writes, stop the log's thread and close the log's file."""
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

@@ -1,11 +1,12 @@
 """Clients' states beyond ``--client-state-memory`` spill to a log in the run folder; results and resumes are unchanged."""
 
 import shutil
+import time
 
 import pytest
 import torch
 
-from fedsim.algorithms.client_state import ClientStates
+from fedsim.algorithms.client_state import ClientStates, SpillLog
 from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 
@@ -20,6 +21,7 @@ def test_states_beyond_the_budget_spill_and_come_back_unchanged(tmp_path):
     for client, tensors in kept.items():
         states.put(client, tensors)
         assert states.nbytes <= 2 * states.bytes_per_client()
+    states.flush()
     assert len(states) == 6 and (tmp_path / "controls.0.bin").stat().st_size == 4 * states.bytes_per_client()
     for client in (0, 5, 2, 0):  # from the log, and from memory
         assert all(torch.equal(a, b) for a, b in zip(states.get(client), kept[client]))
@@ -67,3 +69,20 @@ def test_a_run_whose_states_spill_equals_one_that_holds_them_and_resumes_from_it
     # the budget changes no result, so a resume may change it
     run(config.replace(rounds=2), tmp_path / "c")
     torch.testing.assert_close(run(spilled, tmp_path / "c", resume=True).global_state, expected, **EXACT)
+
+
+def test_a_slot_is_reused_only_once_its_state_is_in_the_log(tmp_path, monkeypatch):
+    """Writes slowed to a crawl: a slot taken back before its write ended would put another state in that row."""
+    write = SpillLog._write
+
+    def slow_write(self, fd, flat, offset):
+        time.sleep(0.02)
+        write(self, fd, flat, offset)
+
+    monkeypatch.setattr(SpillLog, "_write", slow_write)
+    states = ClientStates([torch.zeros(5)])
+    states.spill_to(tmp_path, "slow", budget_bytes=2 * states.bytes_per_client())
+    for client in range(8):
+        states.put(client, [torch.full((5,), float(client))])
+    for client in (7, 0, 3, 6, 1, 5, 2, 4):
+        assert torch.equal(states.get(client)[0], torch.full((5,), float(client))), client
