@@ -60,17 +60,22 @@ def load_labels(folder: Path) -> np.ndarray:
 
 
 def measure(run: dict, target: float) -> dict:
-    """Return a run's final and best test accuracy, the first round at ``target`` (NaN if never), MB and wall s."""
+    """Return a run's final, best (and its round) and last-5 mean test accuracy, the first round at ``target``
+    (NaN if never), MB and wall s."""
     summary, rows = run["summary"], run["rows"]
     reached = [row["round"] for row in rows if row["test_accuracy"] >= target]
+    best_round = summary.get("best_round")
     return {"final_acc": summary["final_test_accuracy"], "best_acc": summary["best_test_accuracy"],
+            "best_round": math.nan if best_round is None else best_round,
+            "last5_acc": summary.get("last_5_mean_test_accuracy", math.nan),
             "rounds_to_target": reached[0] if reached else math.nan,
             "mb_communicated": summary["bytes_communicated"] / 1e6, "wall_s": summary["wall_s"]}
 
 
 def run_row(run: dict) -> dict:
     return {"partition": run["partition"], "seed": run["seed"], "strategy": run["strategy"],
-            **{key: run[key] for key in ("final_acc", "best_acc", "rounds_to_target", "mb_communicated", "wall_s")},
+            **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", "rounds_to_target",
+                                         "mb_communicated", "wall_s")},
             "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"]}
 
 
@@ -89,7 +94,8 @@ def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
                          "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in cell])),
                          "strategy": arm, "seeds": len(cell), "final_acc": mean("final_acc"),
                          "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
-                         "best_acc_std": std("best_acc"),
+                         "best_acc_std": std("best_acc"), "best_round": mean("best_round"),
+                         "last5_acc": mean("last5_acc"), "last5_acc_std": std("last5_acc"),
                          "rounds_to_target": float(np.mean(reached)) if reached else math.nan,
                          "reached": len(reached), "mb_communicated": mean("mb_communicated"), "wall_s": mean("wall_s")})
     return rows
@@ -111,29 +117,44 @@ def title(plan: dict) -> str:
             f"B={s['batch_size']}, lr {s['lr']}; {plan['seeds']} seed(s), {plan['engine']}")
 
 
+def spread(row: dict, key: str) -> str:
+    """Return ``key``'s mean over the seeds with its std, or the value alone for one seed (whose std says nothing).
+
+    Examples
+    --------
+    >>> spread({"seeds": 1, "acc": 0.6841, "acc_std": 0.0}, "acc"), spread({"seeds": 3, "acc": 0.7, "acc_std": 0.01}, "acc")
+    ('0.684', '0.700 ± 0.010')
+    """
+    value = f"{row[key]:.3f}"
+    return value if row["seeds"] == 1 else f"{value} ± {row[key + '_std']:.3f}"
+
+
 def markdown(plan: dict, rows: list[dict]) -> str:
     """Return the grid as Markdown: final accuracy by partition and strategy, then every column."""
     strategies = plan["strategies"]
     by_cell = {(row["partition"], row["strategy"]): row for row in rows}
-    lines = [f"Final test accuracy, mean ± std over seeds ({title(plan)})", "",
+    several = plan["seeds"] > 1
+    lines = [f"Final test accuracy{', mean ± std over seeds' if several else ''} ({title(plan)})", "",
              "| partition | EMD | " + " | ".join(strategies) + " |", "|---|---:|" + "---:|" * len(strategies)]
     for scheme in plan["partitions"]:
         cells = [by_cell.get((scheme, arm)) for arm in strategies]
         if not any(cells):
             continue
         emd = next(cell for cell in cells if cell)["emd"]
-        values = [f"{cell['final_acc']:.3f} ± {cell['final_acc_std']:.3f}" if cell else "" for cell in cells]
+        values = [spread(cell, "final_acc") if cell else "" for cell in cells]
         lines.append(f"| {scheme} | {emd:.2f} | " + " | ".join(values) + " |")
     target = plan["target"]
     lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
               "with how many did)", "",
-              "| partition | EMD | JS | strategy | final acc | best acc | rounds to target | MB sent | wall s |",
-              "|---|---:|---:|---|---:|---:|---:|---:|---:|"]
+              "| partition | EMD | JS | strategy | final acc | best acc (round) | last-5 mean acc | rounds to target "
+              "| MB sent | wall s |",
+              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
+        best_round = "" if math.isnan(row["best_round"]) else f" ({row['best_round']:.{1 if several else 0}f})"
         lines.append(f"| {row['partition']} | {row['emd']:.2f} | {row['js']:.3f} | {row['strategy']} | "
-                     f"{row['final_acc']:.3f} ± {row['final_acc_std']:.3f} | {row['best_acc']:.3f} ± "
-                     f"{row['best_acc_std']:.3f} | {reached} ({row['reached']}/{row['seeds']}) | "
+                     f"{spread(row, 'final_acc')} | {spread(row, 'best_acc')}{best_round} | "
+                     f"{spread(row, 'last5_acc')} | {reached} ({row['reached']}/{row['seeds']}) | "
                      f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |")
     return "\n".join(lines)
 
@@ -143,8 +164,8 @@ def heatmap(path: Path, plan: dict, rows: list[dict]) -> Path:
     schemes = [scheme for scheme in plan["partitions"] if any((scheme, arm) in by_cell for arm in plan["strategies"])]
     cell = lambda arm, scheme, key: by_cell[(scheme, arm)][key] if (scheme, arm) in by_cell else math.nan  # noqa: E731
     values = [[cell(arm, scheme, "final_acc") for scheme in schemes] for arm in plan["strategies"]]
-    spread = [[cell(arm, scheme, "final_acc_std") for scheme in schemes] for arm in plan["strategies"]]
-    accuracy_heatmap(values, plan["strategies"], schemes, spread=spread, path=path,
+    stds = [[cell(arm, scheme, "final_acc_std") for scheme in schemes] for arm in plan["strategies"]]
+    accuracy_heatmap(values, plan["strategies"], schemes, spread=stds if plan["seeds"] > 1 else None, path=path,
                      title=f"Final test accuracy: {title(plan)}")
     return path
 

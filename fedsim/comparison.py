@@ -172,15 +172,21 @@ def strategy_config(config, name: str):
 def comparison_table(results: dict) -> str:
     """Return a plain-text table of the strategies' final numbers; a diverged one says so in place of its accuracy.
 
-    Its other cells count the rounds before the one where it diverged.
+    Accuracy is the last evaluated round's, the best with its round, and the mean of the last
+    five evaluated rounds (`fedsim.results.recorder.summarize`). A diverged strategy's other cells
+    count the rounds before the one where it diverged.
     """
-    header = ("strategy", "final acc", "best acc", "final loss", "MB sent", "samples", "wall s", "rounds")
+    header = ("strategy", "final acc", "best acc (round)", "last-5 mean acc", "final loss", "MB sent", "samples",
+              "wall s", "rounds")
     lines = []
     for name, result in results.items():
         s = result.summary
-        numbers = [f"{s['final_test_accuracy']:.4f}", f"{s['best_test_accuracy']:.4f}", f"{s['final_test_loss']:.4f}"]
+        best_round = s.get("best_round")
+        numbers = [f"{s['final_test_accuracy']:.4f}",
+                   f"{s['best_test_accuracy']:.4f}" + (f" ({best_round})" if best_round is not None else ""),
+                   f"{s.get('last_5_mean_test_accuracy', float('nan')):.4f}", f"{s['final_test_loss']:.4f}"]
         if s.get("diverged"):
-            numbers = [f"diverged in round {s['diverged_round']}", "-", "-"]
+            numbers = [f"diverged in round {s['diverged_round']}", "-", "-", "-"]
         lines.append((name, *numbers, f"{s['bytes_communicated'] / 1e6:,.1f}", f"{s['samples_seen']:,}",
                       f"{s['wall_s']:.1f}", str(s["rounds"])))
     widths = [max(len(row[i]) for row in [header, *lines]) for i in range(len(header))]

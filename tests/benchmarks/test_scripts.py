@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,8 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
     assert [(row["partition"], row["strategy"], row["seeds"]) for row in rows] == [
         (scheme, arm, "2") for scheme in ("IID", "#C=2") for arm in ("allreduce", "reweighted-dynamic", "fedavg", "feddyn")]
     assert all(0.0 <= float(row["final_acc"]) <= 1.0 and float(row["mb_communicated"]) > 0 for row in rows)
+    assert all(1 <= float(row["best_round"]) <= 2 and 0.0 <= float(row["last5_acc"]) <= 1.0 for row in rows)
+    assert "| final acc | best acc (round) | last-5 mean acc |" in (out / "table.md").read_text()
     assert float(rows[4]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 16
 
@@ -61,6 +64,23 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
     assert [path.stat().st_mtime_ns for path in summaries if path.parent != lost] == [
         stamp for path, stamp in zip(summaries, stamps) if path.parent != lost]
     assert (lost / "summary.json").exists()
+
+
+def test_a_grid_of_one_seed_prints_each_value_alone_and_two_seeds_their_spread(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from grid_report import markdown
+
+    settings = {"dataset": "digits", "model": "mlp", "num_partitions": 4, "rounds": 9, "local_epochs": 1,
+                "batch_size": 10, "lr": 0.05}
+    row = {"partition": "IID", "emd": 0.1, "js": 0.01, "strategy": "fedavg", "seeds": 1, "final_acc": 0.6841,
+           "final_acc_std": 0.0, "best_acc": 0.71, "best_acc_std": 0.0, "best_round": 7.0, "last5_acc": 0.69,
+           "last5_acc_std": 0.0, "rounds_to_target": math.nan, "reached": 0, "mb_communicated": 3.0, "wall_s": 1.0}
+    plan = {"seeds": 1, "strategies": ["fedavg"], "partitions": ["IID"], "target": 0.9, "settings": settings,
+            "engine": "inprocess"}
+    one = markdown(plan, [row])
+    assert "±" not in one and "| IID | 0.10 | 0.684 |" in one and "| 0.684 | 0.710 (7) | 0.690 |" in one
+    two = markdown({**plan, "seeds": 2}, [{**row, "seeds": 2, "final_acc_std": 0.01, "best_round": 6.5}])
+    assert "0.684 ± 0.010" in two and "0.710 ± 0.000 (6.5)" in two
 
 
 def test_compare_strategies_refuses_a_folder_it_did_not_write_and_an_unknown_partition(tmp_path):

@@ -76,3 +76,26 @@ def test_a_checkpoint_of_another_format_is_refused(tmp_path):
     torch.save({**checkpoint, "format": CHECKPOINT_FORMAT - 1}, tmp_path / "checkpoint.pt")
     with pytest.raises(ValueError, match="format"):
         Recorder(config, PARTITION, tmp_path, resume=True).start()
+
+
+def test_the_summary_names_the_final_the_best_with_its_round_and_the_mean_of_the_last_five(tmp_path):
+    """Eight rounds evaluated every other round: accuracies 0.6, 0.9, 0.7, 0.8 (rounds 2, 4, 6, 8)."""
+    from fedsim.comparison import comparison_table
+    from fedsim.results.outcome import RunResult
+
+    config = RunConfig(strategy="fedavg", rounds=8, eval_every=2, num_partitions=2)
+    recorder = Recorder(config, PARTITION, tmp_path)
+    recorder.start()
+    accuracies = {1: 0.6, 3: 0.9, 5: 0.7, 7: 0.8}
+    for round_index in range(8):
+        recorder.schedule_round(round_index)
+        metrics = {"accuracy": accuracies[round_index], "loss": 1.0} if round_index in accuracies else None
+        recorder.record_round(RoundStats(samples=40, loss_sum=20.0, bytes_up=8, bytes_down=8), metrics, wall_s=0.1,
+                              global_state=[torch.ones(2)])
+    recorder.finish([torch.ones(2)])
+    summary = json.loads((tmp_path / "summary.json").read_text())["fedavg"]
+    assert (summary["final_test_accuracy"], summary["best_test_accuracy"], summary["best_round"]) == (0.8, 0.9, 4)
+    assert summary["last_5_mean_test_accuracy"] == pytest.approx((0.6 + 0.9 + 0.7 + 0.8) / 4)  # four evaluated
+    table = comparison_table({"fedavg": RunResult(rows=[], summary=summary, global_state=[])}).splitlines()
+    assert table[0].split("  ")[:4] == ["strategy", "final acc", "best acc (round)", "last-5 mean acc"]
+    assert table[2].split()[:5] == ["fedavg", "0.8000", "0.9000", "(4)", "0.7500"]
