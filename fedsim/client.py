@@ -215,6 +215,14 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 256
     if indices is not None:
         indices = torch.as_tensor(indices, dtype=torch.int64)
         images, labels = images[indices], labels[indices]
+    metrics = task.metrics(predict(model, images, data, batch_size), labels.cpu())
+    metrics["num_examples"] = int(images.shape[0])
+    return metrics
+
+
+@torch.no_grad()
+def predict(model: torch.nn.Module, images: torch.Tensor, data, batch_size: int = 256) -> torch.Tensor:
+    """Return the model's logits of uint8 ``images`` (normalized as ``data``'s), in eval mode, on the CPU."""
     param = next(model.parameters())
     was_training = model.training
     model.eval()
@@ -223,9 +231,7 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 256
         batch = normalize(images[start : start + batch_size], data, dtype=param.dtype)
         logits.append(model(batch.to(param.device, non_blocking=True)).cpu())
     model.train(was_training)
-    metrics = task.metrics(torch.cat(logits), labels.cpu())
-    metrics["num_examples"] = int(images.shape[0])
-    return metrics
+    return torch.cat(logits)
 
 
 def local_batches(shard: torch.Tensor, training: LocalTraining, generator: torch.Generator):

@@ -173,7 +173,7 @@ def comparison_table(results: dict) -> str:
     """Return a plain-text table of the strategies' final numbers; a diverged one says so in place of its accuracy.
 
     Accuracy is the last evaluated round's, the best with its round, and the mean of the last
-    five evaluated rounds (`fedsim.results.recorder.summarize`). A diverged strategy's other cells
+    five evaluated rounds (`fedsim.results.summary.summarize`). A diverged strategy's other cells
     count the rounds before the one where it diverged.
     """
     header = ("strategy", "final acc", "best acc (round)", "last-5 mean acc", "final loss", "MB sent", "samples",

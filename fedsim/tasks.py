@@ -43,6 +43,10 @@ class SingleLabel:
         """Return the per-sample cross-entropy, shape ``(batch,)``."""
         return F.cross_entropy(loss_precision(logits), targets, reduction="none", label_smoothing=self.label_smoothing)
 
+    def correct(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Return whether each sample's prediction is right, shape ``(batch,)``."""
+        return logits.argmax(dim=1) == targets
+
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict:
         """Return ``loss``, ``accuracy`` and ``per_class_accuracy`` (NaN for a class absent from ``targets``)."""
         correct = (logits.argmax(dim=1) == targets).double()
@@ -94,6 +98,10 @@ class MultiLabel:
         logits = loss_precision(logits)
         soft = targets.to(logits.dtype) * (1.0 - self.label_smoothing) + self.label_smoothing / 2
         return F.binary_cross_entropy_with_logits(logits, soft, reduction="none").sum(dim=1)
+
+    def correct(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Return whether each sample's every label is predicted right (subset accuracy), shape ``(batch,)``."""
+        return ((torch.sigmoid(logits.float()) > self.threshold) == targets.bool()).all(dim=1)
 
     def metrics(self, logits: torch.Tensor, targets: torch.Tensor) -> dict:
         """Return ``loss``, ``micro_f1``, ``macro_f1``, ``mean_average_precision`` and ``subset_accuracy``."""

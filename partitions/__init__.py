@@ -8,6 +8,7 @@ from .balanced_dirichlet import balanced_dirichlet
 from .dirichlet import dirichlet
 from .extended_dirichlet import extended_dirichlet
 from .iid import iid
+from .local_test import split_local_test
 from .multilabel import multilabel_dirichlet
 from .natural import natural
 from .noise import feature_noise_levels
@@ -28,4 +29,5 @@ __all__ = [
     "pathological",
     "quantity_skew",
     "shards",
+    "split_local_test",
 ]

@@ -60,11 +60,15 @@ def heatmap_norm(panels, vmax: float, log: bool):
     return LogNorm(vmin=smallest if smallest < vmax else vmax / 10, vmax=vmax)
 
 
-def auto_figsize(kind, rows: int, grid_rows: int, grid_cols: int, num_classes: int) -> tuple[float, float]:
+def panel_size(kind, rows: int, num_classes: int) -> tuple[float, float]:
+    """Return the (width, height) in inches one panel of ``rows`` partitions and ``num_classes`` classes needs."""
     if kind == "stacked":
-        width, height = np.clip(1.5 + 0.22 * rows, 4, 14), 4.0
-    else:
-        width, height = np.clip(1.5 + 0.45 * num_classes, 4, 14), np.clip(1.2 + 0.3 * rows, 3, 12)
+        return float(np.clip(1.5 + 0.22 * rows, 4, 14)), 4.0
+    return float(np.clip(1.5 + 0.45 * num_classes, 4, 14)), float(np.clip(1.2 + 0.3 * rows, 3, 12))
+
+
+def auto_figsize(kind, rows: int, grid_rows: int, grid_cols: int, num_classes: int) -> tuple[float, float]:
+    width, height = panel_size(kind, rows, num_classes)
     legend = 1.2 * math.ceil(num_classes / 20) if kind == "stacked" and num_classes <= _MAX_LEGEND_CLASSES else 1.2
     return float(min(width * grid_cols + legend, 40)), float(min(height * grid_rows, 40))
 

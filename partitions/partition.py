@@ -35,6 +35,9 @@ class Partition(Sequence):
         The partitioner's parameters, JSON-serialisable.
     seed : int or None, optional
         The seed the partitioner was given.
+    local_test : sequence of array_like, optional
+        Per partition, the sample indices it holds back to test on (`partitions.split_local_test`),
+        disjoint from every partition's training indices, which are then ``indices``.
 
     Examples
     --------
@@ -45,13 +48,19 @@ class Partition(Sequence):
     [[1, 1], [1, 1]]
     """
 
-    def __init__(self, indices, num_samples: int, scheme: str, params: Mapping | None = None, seed=None):
+    def __init__(self, indices, num_samples: int, scheme: str, params: Mapping | None = None, seed=None,
+                 local_test=None):
         self._indices = tuple(np.sort(np.asarray(part, dtype=np.int64).ravel()) for part in indices)
         self.num_samples = int(num_samples)
         self.scheme = str(scheme)
         self.params = dict(params or {})
         self.seed = seed
-        _check_disjoint_in_range(self._indices, self.num_samples)
+        self.local_test = None
+        if local_test is not None:
+            self.local_test = tuple(np.sort(np.asarray(part, dtype=np.int64).ravel()) for part in local_test)
+            if len(self.local_test) != len(self._indices):
+                raise ValueError(f"`local_test` has {len(self.local_test)} parts for {len(self._indices)} partitions")
+        _check_disjoint_in_range(self._indices + (self.local_test or ()), self.num_samples)
 
     # -- sequence protocol ---------------------------------------------------------------
     def __len__(self) -> int:
@@ -70,6 +79,8 @@ class Partition(Sequence):
             self.num_samples == other.num_samples
             and len(self) == len(other)
             and all(np.array_equal(a, b) for a, b in zip(self, other))
+            and (self.local_test is None) == (other.local_test is None)
+            and all(np.array_equal(a, b) for a, b in zip(self.local_test or (), other.local_test or ()))
         )
 
     __hash__ = None
@@ -220,6 +231,7 @@ class Partition(Sequence):
             "seed": self.seed,
             "num_samples": self.num_samples,
             "indices": [part.tolist() for part in self._indices],
+            **({} if self.local_test is None else {"local_test": [part.tolist() for part in self.local_test]}),
         }
 
     def save(self, path) -> Path:
@@ -242,15 +254,10 @@ class Partition(Sequence):
         missing = [key for key in ("scheme", "params", "seed", "num_samples", "indices") if key not in data]
         if missing:
             raise ValueError(f"{source} is a corrupt partition file: missing {', '.join(missing)}")
-        indices = data["indices"]
-        if not isinstance(indices, list) or not all(isinstance(part, list) for part in indices):
-            raise ValueError(f"{source} is a corrupt partition file: `indices` must be a list of lists")
+        arrays = _index_lists(data["indices"], "indices", source)
+        local_test = _index_lists(data["local_test"], "local_test", source) if "local_test" in data else None
         try:
-            arrays = [np.asarray(part, dtype=np.int64) for part in indices]
-        except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"{source} is a corrupt partition file: `indices` must hold integers") from None
-        try:
-            return cls(arrays, data["num_samples"], data["scheme"], data["params"], data["seed"])
+            return cls(arrays, data["num_samples"], data["scheme"], data["params"], data["seed"], local_test)
         except ValueError as error:
             raise ValueError(f"{source} is a corrupt partition file: {error}") from None
 
@@ -289,6 +296,16 @@ def _concentration_label(alpha, alpha_per: str) -> str | None:
     if np.all(values == values[0]):
         return f"{values[0]:g}"
     return f"α per {alpha_per}"
+
+
+def _index_lists(lists, key: str, source: str) -> list[np.ndarray]:
+    """Return a file's list of index lists as arrays, or raise naming ``key`` and the file."""
+    if not isinstance(lists, list) or not all(isinstance(part, list) for part in lists):
+        raise ValueError(f"{source} is a corrupt partition file: `{key}` must be a list of lists")
+    try:
+        return [np.asarray(part, dtype=np.int64) for part in lists]
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{source} is a corrupt partition file: `{key}` must hold integers") from None
 
 
 def _check_disjoint_in_range(indices: Sequence[np.ndarray], num_samples: int) -> None:

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._checks import check_class_labels, check_integer
-from ._drawing import (BUBBLE_DIAMETER, DRAW, Style, auto_figsize, class_colors, heatmap_norm, set_ticks,
+from ._drawing import (BUBBLE_DIAMETER, DRAW, Style, auto_figsize, class_colors, heatmap_norm, panel_size, set_ticks,
                        shared_legend)
 from .figure_file import check_figure_path, require_matplotlib, save_figure
 from .metrics import _check_partition
 
 KINDS = ("stacked", "heatmap", "bubbles")
 _MAX_COLUMNS = 4  # panels in a row of `compare`: more squeeze each panel's text below readable
+_MAX_ROW_INCHES = 20.0  # the widest row of panels `compare` makes by itself: 2,000 px at 100 dpi
 
 
 def stacked_bars(partition, labels, *, percent=False, path=None, max_partitions=50, first_partition=0,
@@ -135,7 +136,9 @@ def compare(partitions, labels, *, kind="stacked", percent=True, path=None, max_
     percent : bool, default True
         Plot class shares in percent, which makes partitions of different sizes comparable.
     ncols : int, optional
-        Panels per row. By default at most 4, the rows as even as can be: 5 panels make rows of 3 and 2.
+        Panels per row. By default as many as fit in a row 20 inches wide, at most 4, the rows as
+        even as can be: 5 small panels make rows of 3 and 2, and 3 panels of 50 partitions each
+        stack one to a row.
 
     The other parameters are those of `stacked_bars`.
 
@@ -192,19 +195,21 @@ def _render(kind, partitions, labels, *, percent, path, max_partitions, first_pa
     max_partitions = check_integer("max_partitions", max_partitions)
     first_partition = check_integer("first_partition", first_partition, minimum=0)
     dpi = check_integer("dpi", dpi)
-    grid_rows, grid_cols = _grid(len(partitions), ncols)
+    if ncols is not None:
+        ncols = check_integer("ncols", ncols)
     labels = check_class_labels(labels)
     num_classes = labels.shape[1] if labels.ndim == 2 else int(labels.max()) + 1
     names = _class_names(class_names, num_classes)
     panels = [_panel(name, p, labels, len(names), percent, first_partition, max_partitions)
               for name, p in partitions.items()]
+    rows = max(panel.values.shape[0] for panel in panels)
+    grid_rows, grid_cols = _grid(len(partitions), ncols, panel_size(kind, rows, len(names))[0])
     if path is not None:
         path = check_figure_path(path)  # before drawing, which takes a while for many partitions
 
     require_matplotlib()
     from matplotlib.figure import Figure
 
-    rows = max(panel.values.shape[0] for panel in panels)
     width, height = figsize or auto_figsize(kind, rows, grid_rows, grid_cols, len(names))
     # The largest bubble fills most of a grid cell, whose size in points is roughly the panel's over the grid's.
     panel_width = max(width - 1.2, 0.5 * width) / grid_cols  # less the legend, when there is room for one
@@ -255,9 +260,15 @@ def _panel(name, partition, labels, num_classes, percent, first, max_partitions)
     return _Panel(label, counts, first, partition.num_partitions)
 
 
-def _grid(num_panels: int, ncols) -> tuple[int, int]:
-    """Return the (rows, columns) of the panels: at most ``ncols`` a row, the rows as even as can be."""
-    ncols = _MAX_COLUMNS if ncols is None else check_integer("ncols", ncols)
+def _grid(num_panels: int, ncols, panel_width: float) -> tuple[int, int]:
+    """Return the (rows, columns) of the panels: at most ``ncols`` a row, the rows as even as can be.
+
+    By default as many panels of ``panel_width`` inches as fit in `_MAX_ROW_INCHES` (one at least,
+    `_MAX_COLUMNS` at most): panels of 50 partitions each wrap one to a row rather than make a
+    figure wider than a screen.
+    """
+    if ncols is None:
+        ncols = max(1, min(_MAX_COLUMNS, int(_MAX_ROW_INCHES // panel_width)))
     rows = math.ceil(num_panels / ncols)
     return rows, math.ceil(num_panels / rows)
 

@@ -84,6 +84,12 @@ HELP = {
     "amp": "mixed precision: bf16 on CPU, fp16 with loss scaling on CUDA",
     "eval_every": "evaluate on the test split every this many rounds (and after the last)",
     "checkpoint_every": "write checkpoint.pt every this many rounds (and after the last)",
+    "local_test_fraction": "in (0, 1): each client holds back this share of its samples, stratified by label, as "
+                           "its local test set, on which the global model is evaluated (clients.csv) "
+                           "(default: none)",
+    "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
+                          "(default: with every evaluation)",
+    "client_target": "the accuracy whose share of clients at or above it metrics.csv reports, in [0, 1]",
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",
     "fused": "one forward of K x B samples (allreduce/reweighted), or of every client whose round is one SGD "
              "step (fedavg, fednova), where that computes what one forward each would",

@@ -174,10 +174,22 @@ def natural_partition(client_ids, num_partitions: int, dataset: str | None = Non
 
 
 def partition_for(config, labels, client_ids=None) -> partitions.Partition:
-    """Return the partition a `fedsim.config.RunConfig` describes: read from its ``partition_file``, or made.
+    """Return the partition a `fedsim.config.RunConfig` describes: read from its ``partition_file``, or made;
+    with ``local_test_fraction``, each client's local test set held back (`partitions.split_local_test`).
 
     ``client_ids`` are the dataset's ``train_client_ids``, which ``partition="natural"`` reads.
     """
+    partition = whole_partition(config, labels, client_ids)
+    fraction = getattr(config, "local_test_fraction", None)
+    if fraction is None:
+        return partition
+    if partition.local_test is not None:
+        raise ValueError("`partition_file` holds local test sets already; leave `local_test_fraction` out")
+    return partitions.split_local_test(partition, labels, fraction, seed=config.seed)
+
+
+def whole_partition(config, labels, client_ids=None) -> partitions.Partition:
+    """Return the partition `partition_for` starts from, before any local test split."""
     if getattr(config, "partition_file", None) is not None:
         return load_partition_file(config.partition_file, labels, config.num_partitions)
     if config.partition == "natural":

@@ -9,6 +9,7 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
+from .ranges import NUMBER_RANGES
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
 from .strategies import SETTINGS, check_algorithm_options, get_strategy, named_values, run_label, unread_message
@@ -138,6 +139,15 @@ class RunConfig:
     amp : bool
     eval_every, checkpoint_every : int
         Evaluate and checkpoint every that many rounds (and always after the last).
+    local_test_fraction : float, optional
+        In (0, 1): each client holds back this share of its samples as its local test set,
+        stratified by label (`partitions.split_local_test`), and the global model is evaluated on
+        every client's local test set (``clients.csv``; the per-client statistics in ``metrics.csv``).
+    eval_clients_every : int, optional
+        Evaluate on the clients' local test sets every that many rounds (and after the last);
+        by default with every evaluation (``eval_every``).
+    client_target : float
+        The accuracy in [0, 1] whose share of clients at or above it ``metrics.csv`` reports.
     label_smoothing : float
     compression : {"none", "fp16", "bf16", "int8", "powersgd"}
         allreduce/reweighted: how each rank's gradient travels (`fedsim.comm.compression`); bytes are
@@ -212,6 +222,9 @@ class RunConfig:
     amp: bool = False
     eval_every: int = 1
     checkpoint_every: int = 1
+    local_test_fraction: float | None = None
+    eval_clients_every: int | None = None
+    client_target: float = 0.8
     label_smoothing: float = 0.0
     fused: bool = True
     compression: str = "none"
@@ -245,30 +258,13 @@ class RunConfig:
         integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
                                          "checkpoint_every", "classes_per_partition", "shards_per_partition",
                                          "max_tries", "powersgd_rank", "micro_batches")}
-        integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}))
+        integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}),
+                        **({} if self.eval_clients_every is None else {"eval_clients_every": 1}))
         for name, minimum in integers.items():
             object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
-        numbers = {
-            "fraction": dict(low=0.0, high=1.0, low_open=True, high_closed=True),
-            "lr": dict(low=0.0, low_open=True),
-            "server_lr": dict(low=0.0, low_open=True),
-            "momentum": dict(low=0.0, high=1.0),
-            "server_momentum": dict(low=0.0, high=1.0),
-            "server_beta1": dict(low=0.0, high=1.0),
-            "server_beta2": dict(low=0.0, high=1.0),
-            "server_tau": dict(low=0.0, low_open=True),
-            "weight_decay": dict(low=0.0),
-            "mu": dict(low=0.0),
-            "moon_mu": dict(low=0.0, low_open=True),
-            "moon_temperature": dict(low=0.0, low_open=True),
-            "feature_noise": dict(low=0.0),
-            "temperature": dict(low=0.0, low_open=True),
-            "alpha": dict(low=0.0, low_open=True),
-            "label_smoothing": dict(low=0.0, high=1.0),
-            "client_state_memory": dict(low=0.0, low_open=True),
-        }
-        for name, interval in numbers.items():
-            object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))
+        for name, interval in NUMBER_RANGES.items():
+            if getattr(self, name) is not None or _FIELD_DEFAULTS[name] is not None:
+                object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))
         object.__setattr__(self, "weights", self.weights or strategy.weight_rules[0])
         allowed = strategy.weight_rules
         if self.weights not in allowed:
@@ -283,6 +279,11 @@ class RunConfig:
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
+        if self.local_test_fraction is None and (self.eval_clients_every is not None
+                                                 or self.client_target != _FIELD_DEFAULTS["client_target"]):
+            given = "eval_clients_every" if self.eval_clients_every is not None else "client_target"
+            raise ValueError(f"`{given}` applies to the clients' local test sets; set `local_test_fraction` "
+                             "to make them")
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")

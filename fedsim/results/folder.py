@@ -45,11 +45,13 @@ from ..references import code_digests
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
 RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "data_root", "download",
-                               "client_state_memory"})
+                               "client_state_memory", "eval_clients_every", "client_target"})
 METRIC_COLUMNS = (
     "strategy", "round", "samples_seen", "bytes_communicated", "test_accuracy", "test_loss", "train_loss", "wall_s",
 )
 MULTILABEL_COLUMNS = ("test_micro_f1", "test_macro_f1", "test_mean_average_precision")
+#: The file of each client's evaluation on its local test set, round by round (``local_test_fraction``).
+CLIENTS_CSV = "clients.csv"
 
 
 class RunFolder:
@@ -246,14 +248,23 @@ class RunFolder:
         NaN, the rows' mark of a value not measured, is written as an empty cell.
         """
         columns = list(METRIC_COLUMNS) + sorted({key for row in rows for key in row} - set(METRIC_COLUMNS))
+        return self.write_table(name, columns, rows)
+
+    def write_table(self, name: str, columns, rows: list[dict]) -> Path:
+        """Write ``rows`` as the CSV file ``name`` with ``columns``, atomically; NaN as an empty cell."""
         buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+        writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
         writer.writeheader()
         for row in rows:
             writer.writerow({key: _cell(row.get(key)) for key in columns})
         path = self.path / name
         write_atomic(path, buffer.getvalue())
         return path
+
+    def read_table(self, name: str) -> list[dict]:
+        """Read the CSV file ``name`` written by `write_table` as `read_rows` reads (nothing when it is absent)."""
+        path = self.path / name
+        return read_rows(path) if path.exists() else []
 
     def write_summary(self, summary: dict) -> Path:
         """Write ``summary.json`` (keyed by strategy) as standard JSON: a NaN or infinite number becomes ``null``."""
@@ -390,6 +401,6 @@ def _parse(key, value):
         return value
     if value == "":
         return math.nan
-    if key in ("round", "samples_seen", "bytes_communicated", "bytes_up", "bytes_down"):
+    if key in ("round", "samples_seen", "bytes_communicated", "bytes_up", "bytes_down", "client", "n"):
         return int(value)
     return float(value)

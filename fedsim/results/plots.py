@@ -8,6 +8,7 @@ strategy keeps its colour across all figures of a benchmark.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,7 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     matplotlib.figure.Figure
     """
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator, NullFormatter
+    from matplotlib.ticker import MaxNLocator
 
     colors = colors or strategy_colors(rows_by_strategy)
     figure = Figure(figsize=(11, 4), layout="constrained")
@@ -64,7 +65,8 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     by_round.set(xlabel="round (a FedAvg round's worth of samples)", ylabel="test accuracy")
     by_bytes.set(xlabel="MB communicated (all ranks, up + down)", ylabel="test accuracy", xscale="log")
     by_round.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-    by_bytes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks of a log axis run into each other
+    label_log_axis(by_bytes.xaxis, [row["bytes_communicated"] / 1e6 for rows in rows_by_strategy.values()
+                                    for row in rows if row["bytes_communicated"] > 0])
     for axes in (by_round, by_bytes):
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
@@ -73,6 +75,21 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     if path is not None:
         save_figure(figure, Path(path), dpi)
     return figure
+
+
+def label_log_axis(axis, values) -> None:
+    """Label a log axis at 1, 2 and 5 times the powers of ten where its ``values`` span two decades or less.
+
+    Matplotlib labels the powers of ten alone, so data within one decade (3 to 8 MB) got one label,
+    or none; minor ticks stay unlabelled, as their labels would run into each other.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    values = [value for value in values if value > 0]
+    narrow = bool(values) and max(values) / min(values) <= 100
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if narrow else (1.0,)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def accuracy_heatmap(values, strategies, partitions, *, spread=None, path=None, title: str | None = None,
@@ -116,8 +133,8 @@ def accuracy_heatmap(values, strategies, partitions, *, spread=None, path=None, 
     axes.set_yticks(range(len(strategies)), strategies)
     axes.set(xlabel="partition", ylabel="strategy")
     figure.colorbar(image, ax=axes, label=label)
-    if title:
-        axes.set_title(title)
+    if title:  # wrapped to the figure, which a few partitions make narrower than a grid's title
+        axes.set_title(textwrap.fill(title, width=max(20, int(9 * figure.get_figwidth()))), fontsize=10)
     if path is not None:
         save_figure(figure, Path(path), dpi)
     return figure

@@ -17,12 +17,13 @@ import torch
 
 from ..interrupts import RunDiverged, RunInterrupted, stop_signal
 from ..config.files import CODE_DIGESTS
-from .folder import RunFolder, deferred_interrupt
+from .client_eval import CLIENTS_CSV_COLUMNS, client_statistics
+from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
+from .summary import MULTILABEL_METRICS, summarize
 from ..references import code_digests
 from ..schedule import SampleGrid
 
 CHECKPOINT_FORMAT = 2
-MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
 
 
 @dataclass
@@ -137,6 +138,8 @@ class Recorder:
         self.folder = RunFolder(out) if out is not None else None
         self.progress = Progress()
         self.rows: list[dict] = []
+        self.client_rows: list[dict] = []  # clients.csv: each client's evaluation, round by round
+        self.per_class: list[float] | None = None  # the last evaluation's accuracy of each class
         self.checkpoint_round: int | None = None
         self.diverged: RunDiverged | None = None
         self._bar = None
@@ -181,8 +184,16 @@ class Recorder:
         """Whether round ``round_index`` ends with an evaluation (every ``eval_every``, and the last)."""
         return (round_index + 1) % self.config.eval_every == 0 or round_index + 1 == self.config.rounds
 
+    def client_evaluation_due(self, round_index: int) -> bool:
+        """Whether round ``round_index`` ends with an evaluation on the clients' local test sets (when they exist):
+        every ``eval_clients_every`` (by default ``eval_every``), and the last."""
+        if self.partition.local_test is None:
+            return False
+        every = self.config.eval_clients_every or self.config.eval_every
+        return (round_index + 1) % every == 0 or round_index + 1 == self.config.rounds
+
     def record_round(self, stats: RoundStats, metrics: dict | None, *, wall_s: float, eval_s: float = 0.0,
-                     global_state=None, engine_state=None) -> dict:
+                     global_state=None, engine_state=None, clients: list[dict] | None = None) -> dict:
         """Add a finished round: its row, its log line and, when due, a checkpoint.
 
         Parameters
@@ -196,6 +207,9 @@ class Recorder:
             The global tensors after the round (needed for a checkpoint).
         engine_state : callable, optional
             Returns the engine's own state to checkpoint (server optimizer, step count).
+        clients : list of dict, optional
+            `fedsim.results.client_eval.evaluate_clients`'s output, when the round evaluated on
+            the clients' local test sets: written to ``clients.csv``, its statistics to the row.
 
         Returns
         -------
@@ -217,10 +231,17 @@ class Recorder:
         progress.wall_s += wall_s
         progress.eval_s += eval_s
         row = self._row(stats.train_loss, metrics)
+        if metrics is not None and "per_class_accuracy" in metrics:
+            self.per_class = list(metrics["per_class_accuracy"])
+        if clients is not None:
+            row.update(client_statistics(clients, self.config.client_target))
+            self.client_rows += [{"round": progress.round, **client} for client in clients]
         self.rows.append(row)
         if self.folder is not None:
             with deferred_interrupt():  # the rows, log and checkpoint of a round land together
                 self.folder.write_rows(self.rows)
+                if clients is not None:
+                    self.folder.write_table(CLIENTS_CSV, CLIENTS_CSV_COLUMNS, self.client_rows)
                 self.folder.log(_log_line(row))
                 last = progress.round == self.config.rounds
                 if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):
@@ -267,6 +288,9 @@ class Recorder:
         diverged = self.diverged
         return {
             **summarize(self.rows, self.progress, self.partition.num_partitions), **(extra or {}),
+            # single-label runs: each class's test accuracy at the last evaluation of this process
+            # (the last round's, once a run ends), null for a class the test split lacks
+            **({} if self.per_class is None else {"final_per_class_test_accuracy": self.per_class}),
             "diverged": diverged is not None,
             "diverged_round": None if diverged is None else diverged.round,
             "diverged_where": None if diverged is None else diverged.where or None,
@@ -328,6 +352,8 @@ class Recorder:
         self.progress = Progress(**checkpoint["progress"])
         self.rows = [dict(row) for row in checkpoint["rows"]]
         self.checkpoint_round = self.progress.round
+        # the clients' rows of rounds after the checkpoint are evaluated again: their old rows go
+        self.client_rows = [row for row in self.folder.read_table(CLIENTS_CSV) if row["round"] <= self.progress.round]
         # rounds logged after the checkpoint are replayed: their old lines go
         self.folder.rewrite_log([*map(_log_line, self.rows), f"resumed from the checkpoint of round {self.progress.round}"])
         return Restored(checkpoint["global_state"], checkpoint["engine"])
@@ -345,51 +371,6 @@ def extra_record(config, grid: SampleGrid | None) -> dict:
     if digests := code_digests(config):
         record[CODE_DIGESTS] = digests
     return record
-
-
-#: The evaluated rounds whose mean accuracy `summarize` reports beside the final and the best.
-LAST_ROUNDS = 5
-
-
-def summarize(rows: list[dict], progress: Progress, num_partitions: int) -> dict:
-    """Return the final numbers of a run: accuracy, loss, bytes, time.
-
-    Accuracy is given three ways, each under its own name, since papers report all three and a
-    reader must never take one for another: the last evaluated round's (``final_test_accuracy``),
-    the best over the evaluated rounds with its round (``best_test_accuracy``, ``best_round``:
-    NIID-Bench's metric), and the mean over the last `LAST_ROUNDS` evaluated rounds
-    (``last_5_mean_test_accuracy``, over fewer when fewer were evaluated), which a lucky round moves less.
-
-    Examples
-    --------
-    >>> rows = [{"round": r, "test_accuracy": a, "test_loss": 1.0} for r, a in enumerate([.5, .9, .6, .7, .8, .7], 1)]
-    >>> s = summarize(rows, Progress(), num_partitions=2)
-    >>> s["final_test_accuracy"], s["best_test_accuracy"], s["best_round"], round(s["last_5_mean_test_accuracy"], 3)
-    (0.7, 0.9, 2, 0.74)
-    """
-    evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
-    final = evaluated[-1] if evaluated else rows[-1] if rows else {"test_accuracy": math.nan, "test_loss": math.nan}
-    best = max(evaluated, key=lambda row: row["test_accuracy"], default=None)  # the first of equal bests
-    last = [row["test_accuracy"] for row in evaluated[-LAST_ROUNDS:]]
-    rounds = max(len(rows), 1)
-    summary = {
-        "final_test_accuracy": final["test_accuracy"],
-        "final_test_loss": final["test_loss"],
-        "best_test_accuracy": math.nan if best is None else best["test_accuracy"],
-        "best_round": None if best is None else best["round"],
-        f"last_{LAST_ROUNDS}_mean_test_accuracy": sum(last) / len(last) if last else math.nan,
-        "bytes_communicated": progress.bytes_communicated,
-        "bytes_up_per_rank_per_round": progress.bytes_up / num_partitions / rounds,
-        "bytes_down_per_rank_per_round": progress.bytes_down / num_partitions / rounds,
-        "samples_seen": progress.samples_seen,
-        "wall_s": progress.wall_s,
-        "eval_s": progress.eval_s,
-        "rounds": len(rows),
-    }
-    for key in MULTILABEL_METRICS:
-        if f"test_{key}" in final:
-            summary[f"final_test_{key}"] = final[f"test_{key}"]
-    return summary
 
 
 def all_finite(tensors) -> bool:

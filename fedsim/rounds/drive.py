@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 
+from ..results.client_eval import evaluate_round
 
-def drive(recorder, rounds, evaluate) -> dict:
+
+def drive(recorder, rounds, evaluation) -> dict:
     """Run the recorder's pending rounds and return the run's summary.
 
     Parameters
@@ -15,22 +17,18 @@ def drive(recorder, rounds, evaluate) -> dict:
     rounds : object
         The engine's rounds: ``train_round(round, samples_before, target)``, ``global_state``
         and ``state_dict()``.
-    evaluate : callable
-        Returns the test metrics of the global model after a round, or ``None`` where this
-        process does not evaluate (a DDP rank other than 0).
+    evaluation : fedsim.results.client_eval.Evaluation or None
+        Evaluates the global model after a round; ``None`` where this process does not evaluate
+        (a DDP rank other than 0).
     """
     with recorder.interruptible():
         for round_index in recorder.pending_rounds():
             started = time.perf_counter()
             target = recorder.schedule_round(round_index)
             stats = rounds.train_round(round_index, recorder.progress.samples_seen, target)
-            metrics, eval_s = None, 0.0
-            if recorder.evaluation_due(round_index):
-                evaluation_started = time.perf_counter()
-                metrics = evaluate()
-                eval_s = time.perf_counter() - evaluation_started
+            metrics, clients, eval_s = evaluate_round(recorder, round_index, evaluation)
             recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
-                                  global_state=rounds.global_state, engine_state=rounds.state_dict)
+                                  global_state=rounds.global_state, engine_state=rounds.state_dict, clients=clients)
         return recorder.finish(rounds.global_state)
 
 

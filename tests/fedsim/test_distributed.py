@@ -208,8 +208,9 @@ def test_join_ends_and_divides_as_the_rule_says(tmp_path):
 
 
 def cli_run(rounds=2):
+    """Two ranks each holding back a fifth of their shard, on which rank 0 evaluates the global model."""
     return ["--strategy", "reweighted", "--weights", "size", "--model", "mlp", "--num-partitions", "2",
-            "--rounds", str(rounds), "--dtype", "float64", "--quiet"]
+            "--rounds", str(rounds), "--dtype", "float64", "--local-test-fraction", "0.2", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -233,6 +234,8 @@ def test_fedsim_ddp_writes_the_folder_of_fedsim_run_and_resumes(one_node_resumed
     assert sorted(p.name for p in ddp.iterdir()) == sorted(p.name for p in single.iterdir())
     torch.testing.assert_close(torch.load(ddp / "model.pt"), torch.load(single / "model.pt"), **EXACT)
     assert_rows_close(read_rows(ddp / "metrics.csv"), read_rows(single / "metrics.csv"))
+    assert_rows_close(read_rows(ddp / "clients.csv"), read_rows(single / "clients.csv"))
+    assert len(read_rows(single / "clients.csv")) == 2 * 2
 
 
 @pytest.mark.numerics

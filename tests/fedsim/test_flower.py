@@ -72,13 +72,16 @@ def flags(settings: dict) -> list[str]:
 def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
-    config = RunConfig(**FEDAVG)
+    config = RunConfig(**FEDAVG, local_test_fraction=0.25)  # and every client evaluated on its local test set
     simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
     flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")
     torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
     # a Ray actor trains with one torch thread, this process with two: sums in other orders
     assert_rows_close(*(read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess")))
+    flower_clients, clients = (read_rows(tmp_path / name / "clients.csv") for name in ("flower", "inprocess"))
+    assert len(clients) == 2 * 4  # each client, each round, once: the resumed run took up after round 1
+    assert_rows_close(flower_clients, clients)
     # the same settings; the environment differs by the resume it records
     assert (saved_settings(json.loads((tmp_path / "flower" / "config.json").read_text()))
             == saved_settings(json.loads((tmp_path / "inprocess" / "config.json").read_text())))
@@ -454,7 +457,7 @@ def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server
     recorder = Recorder(config, setup.partition)
     recorder.start()
     nodes = {client: 100 + client for client in range(4)}
-    strategy = SeededFedAvg(rounds, state_names(setup.model), nodes, recorder, evaluate=lambda: {})
+    strategy = SeededFedAvg(rounds, state_names(setup.model), nodes, recorder, evaluation=None)
     messages = strategy.configure_train(1, None, ConfigRecord(), OnlineNodes(nodes.values()))
     worker = ClientWorker(config)
     replies = []

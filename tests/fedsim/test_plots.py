@@ -8,6 +8,7 @@ import pytest
 from fedsim.results.plots import accuracy_heatmap, learning_curves, strategy_colors
 
 pytest.importorskip("matplotlib")
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 
 
 def rows(accuracies, std=None):
@@ -39,3 +40,26 @@ def test_the_heatmap_annotates_each_cell_run_and_leaves_the_others_blank(tmp_pat
     assert (tmp_path / "heat.png").stat().st_size > 0
     with pytest.raises(ValueError, match=r"`values` has shape \(2, 3\), not \(strategies, partitions\) = \(2, 2\)"):
         accuracy_heatmap(values, ["allreduce", "fedavg"], ["IID", "#C=1"])
+
+
+def test_a_grids_long_title_fits_a_heatmap_of_two_partitions():
+    title = ("Final test accuracy: fashion-mnist, cnn, 10 clients, 50 rounds of E=10, B=64, lr 0.01; "
+             "3 seed(s), inprocess")
+    figure = accuracy_heatmap(np.full((2, 2), 0.5), ["fedavg", "scaffold"], ["IID", "#C=2"], title=title)
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    box, frame = figure.axes[0].title.get_window_extent(renderer), figure.bbox
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and box.y1 <= frame.y1, (box, frame)
+    assert figure.axes[0].title.get_text().replace("\n", " ") == title  # wrapped, nothing lost
+
+
+def test_communication_within_a_decade_still_gets_several_labels_on_its_log_axis():
+    figure = learning_curves({"fedavg": [{"round": r, "test_accuracy": 0.5, "bytes_communicated": 3e6 + 1e6 * r}
+                                         for r in range(5)]})
+    by_bytes = figure.axes[1]
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    low, high = by_bytes.get_xlim()
+    shown = [tick.label1.get_text() for tick in by_bytes.xaxis.get_major_ticks()
+             if low <= tick.get_loc() <= high and tick.label1.get_text()]
+    assert len(shown) >= 2, shown

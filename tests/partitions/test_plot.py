@@ -221,6 +221,20 @@ def test_compare_wraps_panels_into_a_grid_with_one_shared_legend(kind, num_panel
         assert len(fig.axes) == num_panels and len(fig.legends) == 1
 
 
+def test_wide_panels_wrap_one_to_a_row_rather_than_make_a_figure_wider_than_a_screen(tmp_path):
+    """Three K=100 partitions (50 bars a panel) were one row 3,870 px wide; now one panel a row."""
+    labels = np.repeat(np.arange(10), 100)
+    schemes = {name: make(labels, 100, seed=0) for name, make in
+               (("IID", iid), ("Dir(0.1)", lambda y, k, seed: dirichlet(y, k, alpha=0.1, min_partition_size=0,
+                                                                         seed=seed)),
+                ("#C=2", lambda y, k, seed: pathological(y, k, 2, seed=seed)))}
+    fig = compare(schemes, labels, path=tmp_path / "wide.png")
+    fig.draw_without_rendering()
+    assert _grid_shape(fig.axes[:3]) == (3, 1)
+    width, height = imread(tmp_path / "wide.png").shape[1::-1]
+    assert width <= 2000 and height > width / 2, (width, height)
+
+
 def test_compare_rejects_a_bad_ncols():
     with pytest.raises(ValueError, match="`ncols` must be >= 1, got 0"):
         compare({"a": iid(4, 2, seed=0)}, [0, 1, 0, 1], ncols=0)

@@ -39,8 +39,8 @@ class GradientSteps(FedsimStrategy):
     under DDP's ``Join``: its share of the weights goes with it.
     """
 
-    def __init__(self, rounds, names, nodes, recorder, evaluate):
-        super().__init__(rounds, names, nodes, recorder, evaluate)
+    def __init__(self, rounds, names, nodes, recorder, evaluation):
+        super().__init__(rounds, names, nodes, recorder, evaluation)
         self.gradient_names, self.buffer_names = gradient_names(rounds.model), buffer_names(rounds.model)
         self.plan = plan_rounds(rounds, recorder)
         self.first_step = rounds.step_count

@@ -13,7 +13,7 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from ...build import RunSetup, check_reaches_other_processes
-from ...client import evaluate
+from ...results.client_eval import Evaluation
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
 from ...results.folder import RunFolder
@@ -59,7 +59,8 @@ class FederatedServer:
         names = state_names(setup.model)
         strategy_class = SeededFedAvg if isinstance(rounds, FedAvgRounds) else GradientSteps
         strategy = strategy_class(rounds, names, nodes, recorder,
-                                  lambda: evaluate(setup.model, evaluated_state(rounds), setup.data, task=setup.task))
+                                  Evaluation(setup.model, setup.data, setup.task, setup.partition,
+                                             lambda: evaluated_state(rounds)))
         strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
                        timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode

@@ -26,6 +26,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
 from ...aggregate import aggregation_weights
+from ...results.client_eval import evaluate_round
 from ...results.recorder import RoundStats
 from .client_app import config_json
 from .records import extra_tensors, from_record, to_record
@@ -45,15 +46,15 @@ class FedsimStrategy(FedAvg):
         The Flower node id serving each partition id.
     recorder : fedsim.results.recorder.Recorder
         Started; the run goes on from its ``progress.round``.
-    evaluate : callable
-        Returns the global model's test metrics.
+    evaluation : fedsim.results.client_eval.Evaluation
+        Evaluates the global model on the server.
     """
 
-    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluate):
+    def __init__(self, rounds, names: list[str], nodes: dict[int, int], recorder, evaluation):
         super().__init__(fraction_train=rounds.config.fraction, fraction_evaluate=0.0, min_available_nodes=0,
                          min_train_nodes=0)
         self.rounds, self.names, self.nodes = rounds, names, nodes
-        self.recorder, self.evaluate = recorder, evaluate
+        self.recorder, self.evaluation = recorder, evaluation
         self.lost: dict[int, list[int]] = {}  # fedsim round -> the partitions whose client did not reply
         self._sent: list[int] = []  # the clients sent this Flower round's message (their node was online)
         self._stats = RoundStats()
@@ -96,13 +97,10 @@ class FedsimStrategy(FedAvg):
 
     def record(self, round_index: int, stats: RoundStats) -> MetricRecord | None:
         """Evaluate on the server when due and record fedsim round ``round_index``; return the test metrics."""
-        metrics, eval_s = None, 0.0
-        if self.recorder.evaluation_due(round_index):
-            started = time.perf_counter()
-            metrics = self.evaluate()
-            eval_s = time.perf_counter() - started
+        metrics, clients, eval_s = evaluate_round(self.recorder, round_index, self.evaluation)
         self.recorder.record_round(stats, metrics, wall_s=time.perf_counter() - self._started, eval_s=eval_s,
-                                   global_state=self.rounds.global_state, engine_state=self.rounds.state_dict)
+                                   global_state=self.rounds.global_state, engine_state=self.rounds.state_dict,
+                                   clients=clients)
         if metrics is None:
             return None
         return MetricRecord({name: float(value) for name, value in metrics.items() if isinstance(value, (int, float))})
@@ -115,8 +113,8 @@ class SeededFedAvg(FedsimStrategy):
     `fedsim.rounds.fedavg.FedAvgRounds`.
     """
 
-    def __init__(self, rounds, names, nodes, recorder, evaluate):
-        super().__init__(rounds, names, nodes, recorder, evaluate)
+    def __init__(self, rounds, names, nodes, recorder, evaluation):
+        super().__init__(rounds, names, nodes, recorder, evaluation)
         self.first_round = recorder.progress.round
         self._sampled: list[int] = []
 

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 from ...build import RunSetup
-from ...client import evaluate
+from ...results.client_eval import Evaluation
 from ...results.recorder import Recorder
 from ...results.folder import RunFolder
 from ...rounds.drive import drive
@@ -61,7 +61,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
                             quiet=quiet)
         restore(rounds, recorder.start())
-        summary = drive(recorder, rounds, lambda: evaluate(model, evaluated_state(rounds), data, task=task))
+        summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds)))
     finally:
         if workers > 1:
             rounds.close()

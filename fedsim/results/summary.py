@@ -1,0 +1,66 @@
+"""A run's summary: its final numbers, as ``summary.json`` and the tables give them."""
+
+from __future__ import annotations
+
+import math
+
+from .client_eval import CLIENT_COLUMNS
+
+#: The multi-label task's metrics that rows and summaries carry besides subset accuracy.
+MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
+
+#: The evaluated rounds whose mean accuracy `summarize` reports beside the final and the best.
+LAST_ROUNDS = 5
+
+
+def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
+    """Return the final numbers of a run: accuracy, loss, bytes, time.
+
+    Accuracy is given three ways, each under its own name, since papers report all three and a
+    reader must never take one for another: the last evaluated round's (``final_test_accuracy``),
+    the best over the evaluated rounds with its round (``best_test_accuracy``, ``best_round``:
+    NIID-Bench's metric), and the mean over the last `LAST_ROUNDS` evaluated rounds
+    (``last_5_mean_test_accuracy``, over fewer when fewer were evaluated), which a lucky round moves less.
+    With local test sets, the last evaluation's per-client statistics follow (``final_client_acc_mean``...).
+
+    Parameters
+    ----------
+    rows : list of dict
+        The rows of ``metrics.csv``.
+    progress : fedsim.results.recorder.Progress
+    num_partitions : int
+
+    Examples
+    --------
+    >>> from fedsim.results.recorder import Progress
+    >>> rows = [{"round": r, "test_accuracy": a, "test_loss": 1.0} for r, a in enumerate([.5, .9, .6, .7, .8, .7], 1)]
+    >>> s = summarize(rows, Progress(), num_partitions=2)
+    >>> s["final_test_accuracy"], s["best_test_accuracy"], s["best_round"], round(s["last_5_mean_test_accuracy"], 3)
+    (0.7, 0.9, 2, 0.74)
+    """
+    evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
+    final = evaluated[-1] if evaluated else rows[-1] if rows else {"test_accuracy": math.nan, "test_loss": math.nan}
+    best = max(evaluated, key=lambda row: row["test_accuracy"], default=None)  # the first of equal bests
+    last = [row["test_accuracy"] for row in evaluated[-LAST_ROUNDS:]]
+    rounds = max(len(rows), 1)
+    summary = {
+        "final_test_accuracy": final["test_accuracy"],
+        "final_test_loss": final["test_loss"],
+        "best_test_accuracy": math.nan if best is None else best["test_accuracy"],
+        "best_round": None if best is None else best["round"],
+        f"last_{LAST_ROUNDS}_mean_test_accuracy": sum(last) / len(last) if last else math.nan,
+        "bytes_communicated": progress.bytes_communicated,
+        "bytes_up_per_rank_per_round": progress.bytes_up / num_partitions / rounds,
+        "bytes_down_per_rank_per_round": progress.bytes_down / num_partitions / rounds,
+        "samples_seen": progress.samples_seen,
+        "wall_s": progress.wall_s,
+        "eval_s": progress.eval_s,
+        "rounds": len(rows),
+    }
+    for key in MULTILABEL_METRICS:
+        if f"test_{key}" in final:
+            summary[f"final_test_{key}"] = final[f"test_{key}"]
+    clients = [row for row in rows if not math.isnan(row.get("client_acc_mean", math.nan))]
+    if clients:  # the last evaluation on the clients' local test sets
+        summary.update({f"final_{key}": clients[-1][key] for key in CLIENT_COLUMNS})
+    return summary

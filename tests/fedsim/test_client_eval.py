@@ -1,0 +1,98 @@
+"""Local test sets and the global model on every client's: the split, the batched pass, the rows, resume."""
+
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import partitions
+from fedsim.cli import main
+from fedsim.client import evaluate
+from fedsim.config.run_config import RunConfig
+from fedsim.data import load_dataset
+from fedsim.engines.inprocess import run
+from fedsim.models import create_model
+from fedsim.results.client_eval import CLIENT_COLUMNS, client_statistics, evaluate_clients
+from fedsim.results.folder import read_rows
+from fedsim.tasks import create_task
+
+# 5 clients of the digits under Dir(0.3), a quarter of each held back; float64 so that engines compare to 1e-10
+LOCAL = {"dataset": "digits", "model": "mlp", "num_partitions": 5, "partition": "dirichlet", "alpha": 0.3,
+         "fraction": 0.6, "rounds": 4, "local_steps": 3, "batch_size": 20, "lr": 0.1, "dtype": "float64",
+         "local_test_fraction": 0.25, "client_target": 0.5}
+
+
+def test_each_client_holds_back_its_share_of_every_class_it_has_enough_of():
+    labels = np.random.default_rng(1).integers(0, 4, 400)
+    whole = partitions.dirichlet(labels, 6, alpha=0.5, min_partition_size=10, seed=0)
+    split = partitions.split_local_test(whole, labels, 0.2, seed=3)
+    assert split == partitions.split_local_test(whole, labels, 0.2, seed=3)  # seeded
+    assert split != partitions.split_local_test(whole, labels, 0.2, seed=4)
+    for part, train, test in zip(whole, split, split.local_test):
+        assert np.array_equal(np.sort(np.concatenate([train, test])), part) and not set(train) & set(test)
+        for label in np.unique(labels[part]):
+            held, count = int((labels[test] == label).sum()), int((labels[part] == label).sum())
+            assert held == min(int(np.floor(0.2 * count + 0.5)), count - 1), (label, count, held)
+    assert split.params["local_test_fraction"] == 0.2
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.0])
+def test_a_fraction_that_leaves_nothing_to_train_or_test_on_is_one_error_naming_the_flag(tmp_path, capsys, fraction):
+    with pytest.raises(SystemExit):
+        main(["run", "--dataset", "digits", "--local-test-fraction", str(fraction), "--out", str(tmp_path / "r")])
+    assert capsys.readouterr().err.strip() == (f"fedsim run: error: `--local-test-fraction` must be in (0.0, 1.0), "
+                                               f"got {fraction}")
+
+
+def test_the_batched_pass_equals_one_evaluation_per_client():
+    data = load_dataset("digits")
+    torch.manual_seed(0)
+    model = create_model("mlp", num_classes=10, in_channels=1, image_size=8).double()
+    task = create_task(10)
+    whole = partitions.iid(data.train_labels.numpy(), 7, seed=0)
+    local_test = partitions.split_local_test(whole, data.train_labels.numpy(), 0.3, seed=0).local_test
+    clients = evaluate_clients(model, None, data, task=task, local_test=local_test, batch_size=64)
+    for client, indices in zip(clients, local_test):
+        alone = evaluate(model, None, data, task=task, split="train", indices=indices)
+        assert client["n"] == alone["num_examples"] == len(indices)
+        assert client["accuracy"] == pytest.approx(alone["accuracy"], abs=1e-12)
+        assert client["loss"] == pytest.approx(alone["loss"], abs=1e-10)
+
+
+def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_without_duplicates(tmp_path):
+    config = RunConfig(**LOCAL, eval_clients_every=2)
+    run(config, tmp_path / "straight")
+    clients = read_rows(tmp_path / "straight" / "clients.csv")
+    assert [(row["round"], row["client"]) for row in clients] == [(r, k) for r in (2, 4) for k in range(5)]
+    rows = read_rows(tmp_path / "straight" / "metrics.csv")
+    for row in rows:
+        evaluated = [client for client in clients if client["round"] == row["round"]]
+        expected = client_statistics(evaluated, 0.5) if evaluated else dict.fromkeys(CLIENT_COLUMNS, np.nan)
+        assert [row[key] for key in CLIENT_COLUMNS] == pytest.approx(list(expected.values()), nan_ok=True)
+    # killed after its round-2 checkpoint, with round 3's clients written since (every round evaluates them)
+    every = config.replace(eval_clients_every=1)
+    run(every, tmp_path / "every")
+    run(every.replace(rounds=2), tmp_path / "killed")
+    longer = tmp_path / "longer"
+    shutil.copytree(tmp_path / "killed", longer)
+    run(every.replace(rounds=3), longer, resume=True)
+    shutil.copy(longer / "clients.csv", tmp_path / "killed" / "clients.csv")
+    run(every, tmp_path / "killed", resume=True)
+    resumed, straight = (read_rows(tmp_path / name / "clients.csv") for name in ("killed", "every"))
+    assert [(row["round"], row["client"]) for row in resumed] == [(r, k) for r in range(1, 5) for k in range(5)]
+    for got, want in zip(resumed, straight):
+        assert got["n"] == want["n"] and abs(got["accuracy"] - want["accuracy"]) < 1e-10
+        assert abs(got["loss"] - want["loss"]) < 1e-10
+
+
+def test_the_summary_keeps_each_classs_test_accuracy_of_the_last_evaluation(tmp_path):
+    from fedsim.results.folder import read_json
+
+    config = RunConfig(dataset="digits", model="mlp", num_partitions=3, rounds=2, batch_size=50)
+    result = run(config, tmp_path / "r")
+    per_class = read_json(tmp_path / "r" / "summary.json")["fedavg"]["final_per_class_test_accuracy"]
+    data = load_dataset("digits")
+    expected = evaluate(create_model("mlp", num_classes=10, in_channels=1, image_size=8), result.global_state,
+                        data, task=create_task(10))
+    assert per_class == pytest.approx(expected["per_class_accuracy"], abs=1e-6) and len(per_class) == 10
