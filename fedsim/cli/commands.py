@@ -46,8 +46,9 @@ def command_run(args) -> None:
                  workers=args.workers)
     print()
     print(comparison_table({config.label: result}))
-    print(f"\nresults in {args.out}/ (metrics.csv, summary.json, learning_curves.png, config.json, partition.json, "
-          "checkpoint.pt, model.pt, log.txt)")
+    clients = ", clients.csv" if partition.local_test is not None else ""
+    print(f"\nresults in {args.out}/ (metrics.csv{clients}, summary.json, learning_curves.png, config.json, "
+          "partition.json, checkpoint.pt, model.pt, log.txt)")
 
 
 def command_compare(args) -> None:
