@@ -29,6 +29,9 @@ class Stream(enum.IntEnum):
     """One client's shuffles, augmentation and noise in one round (round, client)."""
     CLIENT_DROPOUT = 0xC11F
     """Dropout and other global-RNG draws of one client in one round (round, client)."""
+    PERSONALIZE = 0xF17E
+    """The base seed of personalized evaluation's fine-tuning (no further keys): each client's streams
+    derive from it as its training's derive from the run's seed, so the two never share one."""
 
 
 def derive_seed(seed: int, *keys: int) -> int:

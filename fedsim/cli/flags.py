@@ -90,6 +90,8 @@ HELP = {
     "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
                           "(default: with every evaluation)",
     "client_target": "the accuracy whose share of clients at or above it metrics.csv reports, in [0, 1]",
+    "personalize_steps": "personalized evaluation (FedAvg-FT): each client fine-tunes the global model for this "
+                         "many local steps before its local test (default: none)",
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",
     "fused": "one forward of K x B samples (allreduce/reweighted), or of every client whose round is one SGD "
              "step (fedavg, fednova), where that computes what one forward each would",

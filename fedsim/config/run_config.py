@@ -140,14 +140,15 @@ class RunConfig:
     eval_every, checkpoint_every : int
         Evaluate and checkpoint every that many rounds (and always after the last).
     local_test_fraction : float, optional
-        In (0, 1): each client holds back this share of its samples as its local test set,
-        stratified by label (`partitions.split_local_test`), and the global model is evaluated on
-        every client's local test set (``clients.csv``; the per-client statistics in ``metrics.csv``).
+        In (0, 1): each client's share of samples held back as its local test set, stratified by
+        label (`partitions.split_local_test`), on which the global model is evaluated (``clients.csv``).
     eval_clients_every : int, optional
-        Evaluate on the clients' local test sets every that many rounds (and after the last);
-        by default with every evaluation (``eval_every``).
+        Evaluate on the local test sets every that many rounds (and after the last); default ``eval_every``.
     client_target : float
         The accuracy in [0, 1] whose share of clients at or above it ``metrics.csv`` reports.
+    personalize_steps : int, optional
+        FedAvg-FT: each client also fine-tunes the global model for this many local steps on its
+        samples, is evaluated on its local test set, and throws the fine-tuned model away.
     label_smoothing : float
     compression : {"none", "fp16", "bf16", "int8", "powersgd"}
         allreduce/reweighted: how each rank's gradient travels (`fedsim.comm.compression`); bytes are
@@ -225,6 +226,7 @@ class RunConfig:
     local_test_fraction: float | None = None
     eval_clients_every: int | None = None
     client_target: float = 0.8
+    personalize_steps: int | None = None
     label_smoothing: float = 0.0
     fused: bool = True
     compression: str = "none"
@@ -259,7 +261,8 @@ class RunConfig:
                                          "checkpoint_every", "classes_per_partition", "shards_per_partition",
                                          "max_tries", "powersgd_rank", "micro_batches")}
         integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}),
-                        **({} if self.eval_clients_every is None else {"eval_clients_every": 1}))
+                        **({} if self.eval_clients_every is None else {"eval_clients_every": 1}),
+                        **({} if self.personalize_steps is None else {"personalize_steps": 1}))
         for name, minimum in integers.items():
             object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
         for name, interval in NUMBER_RANGES.items():
@@ -279,9 +282,11 @@ class RunConfig:
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
-        if self.local_test_fraction is None and (self.eval_clients_every is not None
-                                                 or self.client_target != _FIELD_DEFAULTS["client_target"]):
-            given = "eval_clients_every" if self.eval_clients_every is not None else "client_target"
+        client_settings = {"eval_clients_every": self.eval_clients_every is not None,
+                           "personalize_steps": self.personalize_steps is not None,
+                           "client_target": self.client_target != _FIELD_DEFAULTS["client_target"]}
+        if self.local_test_fraction is None and any(client_settings.values()):
+            given = next(name for name, is_set in client_settings.items() if is_set)
             raise ValueError(f"`{given}` applies to the clients' local test sets; set `local_test_fraction` "
                              "to make them")
         if self.amp and self.dtype == "float64":

@@ -8,18 +8,24 @@ sampled or not, and reports the spread (`client_statistics`).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
 import torch
 
-from ..client import evaluate, predict, set_state
+from ..client import client_update, evaluate, predict, set_state, state_tensors
+from ..seeding import Stream, derive_seed
+from ..training import LocalTraining
 
-#: The statistics of the per-client accuracies each evaluated row of ``metrics.csv`` gains, in order.
-CLIENT_COLUMNS = ("client_acc_mean", "client_acc_weighted", "client_acc_std", "client_acc_min", "client_acc_p10",
-                  "client_share_at_target")
-#: The columns of ``clients.csv``.
+#: The statistics of the clients' accuracies, each with its prefix: the global model's (``client_``) and,
+#: with personalized evaluation, the fine-tuned models' (``personal_``).
+STATISTICS = ("acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_p10", "share_at_target")
+#: The statistics of the global model on the clients that each evaluated row of ``metrics.csv`` gains, in order.
+CLIENT_COLUMNS = tuple(f"client_{name}" for name in STATISTICS)
+#: The columns of ``clients.csv`` (``personal_accuracy`` and ``personal_loss`` follow with ``personalize_steps``).
 CLIENTS_CSV_COLUMNS = ("round", "client", "n", "accuracy", "loss")
+PERSONAL_COLUMNS = ("personal_accuracy", "personal_loss")
 
 
 class Evaluation:
@@ -34,19 +40,47 @@ class Evaluation:
         Its ``local_test`` are the clients' test sets (indices into the training split).
     state : callable
         Returns the tensors to evaluate (loaded into ``model``), or ``None`` for the model as it is.
+    config : fedsim.config.RunConfig, optional
+        Its ``personalize_steps`` (and local training settings) make `clients` fine-tune first.
     """
 
-    def __init__(self, model, data, task, partition, state):
+    def __init__(self, model, data, task, partition, state, config=None):
         self.model, self.data, self.task, self.partition, self.state = model, data, task, partition, state
+        self.config = config
 
     def central(self) -> dict:
         """The task's metrics on the test split (`fedsim.client.evaluate`)."""
         return evaluate(self.model, self.state(), self.data, task=self.task)
 
-    def clients(self) -> list[dict]:
-        """Each client's ``n``, ``accuracy`` and ``loss`` on its local test set (`evaluate_clients`)."""
-        return evaluate_clients(self.model, self.state(), self.data, task=self.task,
-                                local_test=self.partition.local_test)
+    def clients(self, round_index: int = 0) -> list[dict]:
+        """Each client's ``n``, ``accuracy`` and ``loss`` on its local test set (`evaluate_clients`); with
+        ``personalize_steps``, its fine-tuned model's too (`personalize`)."""
+        results = evaluate_clients(self.model, self.state(), self.data, task=self.task,
+                                   local_test=self.partition.local_test)
+        steps = getattr(self.config, "personalize_steps", None)
+        if steps:
+            for result, personal in zip(results, self.personalize(steps, round_index)):
+                result.update(personal_accuracy=personal["accuracy"], personal_loss=personal["loss"])
+        return results
+
+    def personalize(self, steps: int, round_index: int) -> list[dict]:
+        """FedAvg-FT: each client fine-tunes the global model for ``steps`` local steps on its training samples
+        (with the run's local optimizer, from a stream of its own), is evaluated on its local test set, and
+        the fine-tuned model is thrown away; the model object is left as it was."""
+        kept = [tensor.detach().clone() for tensor in state_tensors(self.model)]
+        state = self.state()
+        start = kept if state is None else state
+        training = dataclasses.replace(LocalTraining.from_config(self.config), epochs=None, local_steps=steps)
+        seed = derive_seed(self.config.seed, Stream.PERSONALIZE)
+        results = []
+        try:
+            for client, (train, test) in enumerate(zip(self.partition, self.partition.local_test)):
+                client_update(self.model, start, self.data, train, task=self.task, training=training, seed=seed,
+                              round=round_index, client=client, return_delta=False)
+                results += evaluate_clients(self.model, None, self.data, task=self.task, local_test=[test])
+        finally:
+            set_state(self.model, kept)
+        return results
 
 
 def evaluate_round(recorder, round_index: int, evaluation: Evaluation | None):
@@ -58,7 +92,7 @@ def evaluate_round(recorder, round_index: int, evaluation: Evaluation | None):
         if recorder.evaluation_due(round_index):
             metrics = evaluation.central()
         if recorder.client_evaluation_due(round_index):
-            clients = evaluation.clients()
+            clients = evaluation.clients(round_index)
     return metrics, clients, time.perf_counter() - started
 
 
@@ -99,8 +133,8 @@ def evaluate_clients(model, state, data, *, task, local_test, batch_size: int = 
             for client, (n, c, l) in enumerate(zip(sizes.tolist(), correct.tolist(), loss.tolist()))]
 
 
-def client_statistics(clients: list[dict], target: float) -> dict:
-    """Return the statistics of the clients' accuracies that ``metrics.csv`` reports (`CLIENT_COLUMNS`).
+def client_statistics(clients: list[dict], target: float, key: str = "accuracy", prefix: str = "client_") -> dict:
+    """Return the statistics of the clients' accuracies (``key``) that ``metrics.csv`` reports, named with ``prefix``.
 
     The mean over clients, the mean weighted by their test samples, the (population) standard
     deviation, the minimum, the 10th percentile (numpy's linear interpolation: the worst 10%
@@ -113,8 +147,16 @@ def client_statistics(clients: list[dict], target: float) -> dict:
     {'client_acc_mean': 0.775, 'client_acc_weighted': 0.86, 'client_acc_std': 0.192, 'client_acc_min': 0.5, \
 'client_acc_p10': 0.56, 'client_share_at_target': 0.5}
     """
-    accuracy = np.array([client["accuracy"] for client in clients], dtype=np.float64)
+    accuracy = np.array([client[key] for client in clients], dtype=np.float64)
     n = np.array([client["n"] for client in clients], dtype=np.float64)
     values = (accuracy.mean(), float((accuracy * n).sum() / n.sum()), accuracy.std(), accuracy.min(),
               np.percentile(accuracy, 10), float((accuracy >= target).mean()))
-    return dict(zip(CLIENT_COLUMNS, map(float, values)))
+    return {prefix + name: float(value) for name, value in zip(STATISTICS, values)}
+
+
+def round_statistics(clients: list[dict], target: float) -> dict:
+    """Return the row statistics of one evaluation on the clients: the global model's, then the personalized."""
+    statistics = client_statistics(clients, target)
+    if clients and "personal_accuracy" in clients[0]:
+        statistics.update(client_statistics(clients, target, "personal_accuracy", "personal_"))
+    return statistics

@@ -17,7 +17,7 @@ import torch
 
 from ..interrupts import RunDiverged, RunInterrupted, stop_signal
 from ..config.files import CODE_DIGESTS
-from .client_eval import CLIENTS_CSV_COLUMNS, client_statistics
+from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics
 from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
 from .summary import MULTILABEL_METRICS, summarize
 from ..references import code_digests
@@ -234,14 +234,15 @@ class Recorder:
         if metrics is not None and "per_class_accuracy" in metrics:
             self.per_class = list(metrics["per_class_accuracy"])
         if clients is not None:
-            row.update(client_statistics(clients, self.config.client_target))
+            row.update(round_statistics(clients, self.config.client_target))
             self.client_rows += [{"round": progress.round, **client} for client in clients]
         self.rows.append(row)
         if self.folder is not None:
             with deferred_interrupt():  # the rows, log and checkpoint of a round land together
                 self.folder.write_rows(self.rows)
                 if clients is not None:
-                    self.folder.write_table(CLIENTS_CSV, CLIENTS_CSV_COLUMNS, self.client_rows)
+                    columns = CLIENTS_CSV_COLUMNS + (PERSONAL_COLUMNS if "personal_accuracy" in clients[0] else ())
+                    self.folder.write_table(CLIENTS_CSV, columns, self.client_rows)
                 self.folder.log(_log_line(row))
                 last = progress.round == self.config.rounds
                 if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):

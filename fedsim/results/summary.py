@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from .client_eval import CLIENT_COLUMNS
 
 #: The multi-label task's metrics that rows and summaries carry besides subset accuracy.
 MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
@@ -62,5 +61,6 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
             summary[f"final_test_{key}"] = final[f"test_{key}"]
     clients = [row for row in rows if not math.isnan(row.get("client_acc_mean", math.nan))]
     if clients:  # the last evaluation on the clients' local test sets
-        summary.update({f"final_{key}": clients[-1][key] for key in CLIENT_COLUMNS})
+        summary.update({f"final_{key}": value for key, value in clients[-1].items()
+                        if key.startswith(("client_", "personal_"))})
     return summary

@@ -96,3 +96,35 @@ def test_the_summary_keeps_each_classs_test_accuracy_of_the_last_evaluation(tmp_
     expected = evaluate(create_model("mlp", num_classes=10, in_channels=1, image_size=8), result.global_state,
                         data, task=create_task(10))
     assert per_class == pytest.approx(expected["per_class_accuracy"], abs=1e-6) and len(per_class) == 10
+
+
+def test_personalized_evaluation_fine_tunes_each_client_from_the_global_model_and_changes_no_result(tmp_path):
+    """FedAvg-FT, worked by hand for client 3 after the last round: k steps of its local training from the
+    global model, on its own stream, then its local test set; the run's own trajectory is untouched."""
+    import dataclasses
+
+    from fedsim.build import RunSetup
+    from fedsim.client import client_update
+    from fedsim.seeding import Stream, derive_seed
+    from fedsim.training import LocalTraining
+
+    config = RunConfig(**LOCAL, personalize_steps=3)
+    personal = run(config, tmp_path / "ft")
+    plain = run(config.replace(personalize_steps=None))
+    assert all(torch.equal(a, b) for a, b in zip(personal.global_state, plain.global_state))
+    gradient = RunConfig(**LOCAL).for_strategy("allreduce")  # its model is its global state: put back after
+    assert all(torch.equal(a, b) for a, b in zip(run(gradient.replace(personalize_steps=3)).global_state,
+                                                 run(gradient).global_state))
+    last = [row for row in read_rows(tmp_path / "ft" / "clients.csv") if row["round"] == 4]
+    setup = RunSetup.build(config)
+    training = dataclasses.replace(LocalTraining.from_config(config), epochs=None, local_steps=3)
+    client_update(setup.model, personal.global_state, setup.data, setup.partition[3], task=setup.task,
+                  training=training, seed=derive_seed(config.seed, Stream.PERSONALIZE), round=3, client=3,
+                  return_delta=False)
+    by_hand = evaluate(setup.model, None, setup.data, task=setup.task, split="train",
+                       indices=setup.partition.local_test[3])
+    assert last[3]["personal_accuracy"] == pytest.approx(by_hand["accuracy"], abs=1e-12)
+    assert last[3]["personal_loss"] == pytest.approx(by_hand["loss"], abs=1e-10)
+    assert last[3]["personal_loss"] != pytest.approx(last[3]["loss"], abs=1e-3)  # the fine-tuning did something
+    row = read_rows(tmp_path / "ft" / "metrics.csv")[-1]
+    assert row["personal_acc_mean"] == pytest.approx(np.mean([client["personal_accuracy"] for client in last]))

@@ -72,7 +72,7 @@ def flags(settings: dict) -> list[str]:
 def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
-    config = RunConfig(**FEDAVG, local_test_fraction=0.25)  # and every client evaluated on its local test set
+    config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2)  # every client on its local test
     simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
     flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")

@@ -59,7 +59,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
 
         # the gradient strategies' global state is the model's own: nothing to load before evaluating
         state = rounds.global_state if local_training else None
-        evaluation = Evaluation(model, data, task, partition, lambda: state) if ranks.leader else None
+        evaluation = Evaluation(model, data, task, partition, lambda: state, config) if ranks.leader else None
         summary = drive(recorder, rounds, evaluation)
         result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
         # no rank tears its gloo connections down while another still uses them (rank 0 writes the

@@ -60,7 +60,7 @@ class FederatedServer:
         strategy_class = SeededFedAvg if isinstance(rounds, FedAvgRounds) else GradientSteps
         strategy = strategy_class(rounds, names, nodes, recorder,
                                   Evaluation(setup.model, setup.data, setup.task, setup.partition,
-                                             lambda: evaluated_state(rounds)))
+                                             lambda: evaluated_state(rounds), config))
         strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
                        timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode

@@ -61,7 +61,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
                             quiet=quiet)
         restore(rounds, recorder.start())
-        summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds)))
+        summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds),
+                                                  config))
     finally:
         if workers > 1:
             rounds.close()
