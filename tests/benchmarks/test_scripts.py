@@ -19,6 +19,11 @@ def script(name, *args):
     return result.stdout
 
 
+def test_client_eval_speed_prints_the_ratio():
+    out = script("client_eval_speed.py", "--clients", "20", "--model", "mlp", "--repeats", "1")
+    assert "20 clients" in out and "ratio a/b:" in out
+
+
 def test_partition_speed_prints_the_ratio():
     out = script("partition_speed.py", "--samples", "20000", "--classes", "10", "--partitions", "20", "--repeats", "1")
     assert "ratio fedsim dirichlet(self_balancing) / reference" in out
