@@ -5,8 +5,9 @@ between the rounds it takes part in (its state), trains from the global model wi
 BatchNorm in place, and the server averages every other parameter as FedAvg does. The server
 never moves the BatchNorm of the global model by the clients' own; the central test, which has
 no client, evaluates the global model with the mean of the BatchNorm of the clients of the
-round. A client's first round starts from the global BatchNorm. Run it with a model that has
-BatchNorm::
+round. A client's first round starts from the global BatchNorm. With local test sets
+(``--local-test-fraction``), each client's own model, the global one with its BatchNorm, is
+evaluated on its local test set beside the global model. Run it with a model that has BatchNorm::
 
     fedsim run --strategy examples/algorithms/fedbn.py:FedBN --model cnn --norm batch ...
 """
@@ -58,3 +59,12 @@ class FedBN(Algorithm):
 
     def after_client(self, client, global_state, trained, num_steps):
         self.client_states.put(client, [trained[index] for index in self.positions])
+
+    def personal_model(self, client, global_state):
+        own = self.client_states.get(client)
+        if own is None:
+            return None
+        personal = list(global_state)
+        for index, tensor in zip(self.positions, own):
+            personal[index] = tensor
+        return personal

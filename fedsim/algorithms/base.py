@@ -223,6 +223,22 @@ class Algorithm:
         """Return the round's sums besides the models that the processes of a multi-process engine add up."""
         return []
 
+    # ---- evaluation ----------------------------------------------------------------------------------------------
+    def personal_model(self, client: int, global_state: list[torch.Tensor]) -> list[torch.Tensor] | None:
+        """Return the model ``client`` holds as its own, ``None`` for the global model (the default, and a client
+        with no personal part yet).
+
+        A method with personal parts (FedBN's BatchNorm) overrides it: with local test sets
+        (``local_test_fraction``), each client's own model is evaluated on its local test set
+        beside the global model (``personal_`` columns), and ``personalize_steps`` fine-tunes it.
+        """
+        return None
+
+    @classmethod
+    def has_personal_models(cls) -> bool:
+        """Whether the method gives its clients models of their own (it overrides `personal_model`)."""
+        return cls.personal_model is not Algorithm.personal_model
+
     # ---- state ---------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """Return what a checkpoint needs to continue the algorithm: the clients' states, if any."""

@@ -42,11 +42,15 @@ class Evaluation:
         Returns the tensors to evaluate (loaded into ``model``), or ``None`` for the model as it is.
     config : fedsim.config.RunConfig, optional
         Its ``personalize_steps`` (and local training settings) make `clients` fine-tune first.
+    algorithm : fedsim.algorithms.Algorithm, optional
+        A method whose clients have models of their own (`fedsim.algorithms.Algorithm.personal_model`):
+        those are evaluated, and fine-tuned, rather than the global model.
     """
 
-    def __init__(self, model, data, task, partition, state, config=None):
+    def __init__(self, model, data, task, partition, state, config=None, algorithm=None):
         self.model, self.data, self.task, self.partition, self.state = model, data, task, partition, state
         self.config = config
+        self.algorithm = algorithm if algorithm is not None and algorithm.has_personal_models() else None
 
     def central(self) -> dict:
         """The task's metrics on the test split (`fedsim.client.evaluate`)."""
@@ -58,25 +62,31 @@ class Evaluation:
         results = evaluate_clients(self.model, self.state(), self.data, task=self.task,
                                    local_test=self.partition.local_test)
         steps = getattr(self.config, "personalize_steps", None)
-        if steps:
-            for result, personal in zip(results, self.personalize(steps, round_index)):
+        if steps or self.algorithm is not None:
+            for result, personal in zip(results, self.personalize(steps or 0, round_index)):
                 result.update(personal_accuracy=personal["accuracy"], personal_loss=personal["loss"])
         return results
 
     def personalize(self, steps: int, round_index: int) -> list[dict]:
-        """FedAvg-FT: each client fine-tunes the global model for ``steps`` local steps on its training samples
-        (with the run's local optimizer, from a stream of its own), is evaluated on its local test set, and
-        the fine-tuned model is thrown away; the model object is left as it was."""
+        """Evaluate each client's own model on its local test set: the method's personal model (or the global
+        one), fine-tuned first for ``steps`` local steps on the client's training samples (FedAvg-FT, with the
+        run's local optimizer, from a stream of its own) when ``steps`` > 0. The models are thrown away and
+        the model object is left as it was."""
         kept = [tensor.detach().clone() for tensor in state_tensors(self.model)]
         state = self.state()
-        start = kept if state is None else state
-        training = dataclasses.replace(LocalTraining.from_config(self.config), epochs=None, local_steps=steps)
+        global_state = kept if state is None else state
+        training = dataclasses.replace(LocalTraining.from_config(self.config), epochs=None, local_steps=max(steps, 1))
         seed = derive_seed(self.config.seed, Stream.PERSONALIZE)
         results = []
         try:
             for client, (train, test) in enumerate(zip(self.partition, self.partition.local_test)):
-                client_update(self.model, start, self.data, train, task=self.task, training=training, seed=seed,
-                              round=round_index, client=client, return_delta=False)
+                own = None if self.algorithm is None else self.algorithm.personal_model(client, global_state)
+                start = global_state if own is None else own
+                if steps:
+                    client_update(self.model, start, self.data, train, task=self.task, training=training,
+                                  seed=seed, round=round_index, client=client, return_delta=False)
+                else:
+                    set_state(self.model, start)
                 results += evaluate_clients(self.model, None, self.data, task=self.task, local_test=[test])
         finally:
             set_state(self.model, kept)

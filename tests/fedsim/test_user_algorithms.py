@@ -136,12 +136,17 @@ FEDBN = f"{EXAMPLES}/fedbn.py:FedBN"
 
 
 @pytest.mark.numerics
-def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest():
-    """Clients 1 and 2 train twice (rounds 1 and 3, rounds 1 and 2): from their own BatchNorm the second time."""
-    from fedsim.client import set_state, state_tensors
+def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest(tmp_path):
+    """Clients 1 and 2 train twice (rounds 1 and 3, rounds 1 and 2): from their own BatchNorm the second time.
+
+    Each client's own model (the global one with its BatchNorm) is evaluated on its local test set.
+    """
+    from fedsim.client import evaluate, set_state, state_tensors
+    from fedsim.results.folder import read_rows
 
     config = RunConfig(strategy=FEDBN, **{**FULL_BATCH, "model": "cnn", "norm": "batch", "num_partitions": 4,
-                                          "fraction": 0.5, "rounds": 3, "server_lr": 0.7})
+                                          "fraction": 0.5, "rounds": 3, "server_lr": 0.7,
+                                          "local_test_fraction": 0.25})
     setup = RunSetup.build(config)
     model = setup.model
     x = get_state(model)
@@ -168,7 +173,21 @@ def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest():
         mean = [sum(n / sum(sizes) * y[i] for n, y in zip(sizes, trained)) for i in range(len(x))]
         # the server step moves the parameters; the buffers (running statistics) take the mean
         x = [xi + config.server_lr * (mi - xi) if i < num_params else mi for i, (xi, mi) in enumerate(zip(x, mean))]
-    torch.testing.assert_close(run(config).global_state, x, **EXACT)
+    torch.testing.assert_close(run(config, tmp_path / "fedbn").global_state, x, **EXACT)
+    last = [row for row in read_rows(tmp_path / "fedbn" / "clients.csv") if row["round"] == config.rounds]
+    for k, row in enumerate(last):
+        set_state(model, x)
+        with torch.no_grad():
+            for i, tensor in zip(norms, own.get(k, [])):  # a client never sampled holds the global model
+                state_tensors(model)[i].copy_(tensor)
+        by_hand = evaluate(model, None, setup.data, task=setup.task, split="train",
+                           indices=setup.partition.local_test[k])
+        assert abs(row["personal_loss"] - by_hand["loss"]) < 1e-10 and row["personal_accuracy"] == pytest.approx(
+            by_hand["accuracy"], abs=1e-12), k
+    assert any(abs(row["personal_loss"] - row["loss"]) > 1e-6 for row in last)  # their own BatchNorm counted
+    with pytest.raises(ValueError, match="evaluates each client's own model, whose personal parts live on its"):
+        from fedsim.engines.flower import check_flower_config
+        check_flower_config(config)
     with pytest.raises(ValueError, match="`strategy`='fedbn' keeps BatchNorm local, but `model`='mlp' has none"):
         run(config.replace(model="mlp", norm=None))
 

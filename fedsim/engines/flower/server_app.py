@@ -80,6 +80,10 @@ def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
     """
     check_reaches_other_processes(config, "the Flower engine")
     local = get_strategy(config.strategy).local_training
+    if local and config.local_test_fraction is not None and algorithm_class(config.strategy).has_personal_models():
+        raise ValueError(f"`strategy`={config.strategy!r} evaluates each client's own model, whose personal parts "
+                         "live on its Flower node, where the server cannot evaluate them; with "
+                         "`local_test_fraction` it runs in-process (`fedsim run`, `fedsim compare`)")
     if resume and local and algorithm_class(config.strategy).stateful_clients:
         raise ValueError(f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one "
                          "Flower run, which a resumed run would start without; rerun it from the start in a "

@@ -62,7 +62,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
                             quiet=quiet)
         restore(rounds, recorder.start())
         summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds),
-                                                  config))
+                                                  config, getattr(rounds, "algorithm", None)))
     finally:
         if workers > 1:
             rounds.close()
