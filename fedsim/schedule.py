@@ -36,6 +36,28 @@ def sample_clients(num_clients: int, fraction: float, seed: int, round_index: in
     return np.sort(rng.choice(num_clients, size=count, replace=False))
 
 
+def holdout_of(partition) -> list[int]:
+    """Return the clients ``partition`` holds out of training (unseen clients, ``holdout_clients``), if any."""
+    return list(partition.params.get("holdout_clients", ()))
+
+
+def sample_participants(num_clients: int, fraction: float, seed: int, round_index: int, holdout=()) -> list[int]:
+    """Return the clients a round samples when ``holdout`` clients never train: `sample_clients` over the others.
+
+    The fraction is of the participating clients; without a holdout this is `sample_clients`.
+
+    Examples
+    --------
+    >>> sample_participants(4, 0.5, 0, 0, holdout=[1]) == [[0, 2, 3][k] for k in sample_clients(3, 0.5, 0, 0)]
+    True
+    """
+    if not len(holdout):
+        return sample_clients(num_clients, fraction, seed, round_index).tolist()
+    held = set(int(k) for k in holdout)
+    participants = [k for k in range(num_clients) if k not in held]
+    return [participants[k] for k in sample_clients(len(participants), fraction, seed, round_index)]
+
+
 @dataclass(frozen=True)
 class SampleGrid:
     """How many samples each round is worth: FedAvg's local work, the unit every strategy reports in.
@@ -68,8 +90,8 @@ class SampleGrid:
         """Return the grid of a `fedsim.config.RunConfig` (its FedAvg settings, or their defaults)."""
         return cls(config.fraction, config.local_epochs, config.local_steps, config.batch_size, config.seed)
 
-    def samples(self, sizes, round_index: int) -> int:
-        """Return the samples round ``round_index`` is worth for shards of ``sizes``.
+    def samples(self, sizes, round_index: int, holdout=()) -> int:
+        """Return the samples round ``round_index`` is worth for shards of ``sizes`` (``holdout`` clients never train).
 
         ``local_epochs`` times the sampled shards' sizes, or what tau steps read from each
         sampled shard: whole passes of ``n`` samples (their last batch short), then full batches.
@@ -80,7 +102,8 @@ class SampleGrid:
         35
         """
         sizes = np.asarray(sizes)
-        clients = [k for k in sample_clients(len(sizes), self.fraction, self.seed, round_index) if sizes[k] > 0]
+        clients = [k for k in sample_participants(len(sizes), self.fraction, self.seed, round_index, holdout)
+                   if sizes[k] > 0]
         if self.local_steps is None:
             return self.local_epochs * int(sizes[clients].sum())
         total = 0

@@ -90,6 +90,8 @@ HELP = {
     "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
                           "(default: with every evaluation)",
     "client_target": "the accuracy whose share of clients at or above it metrics.csv reports, in [0, 1]",
+    "holdout_clients": "in (0, 1): a seeded share of the clients never trains and is evaluated as unseen "
+                       "clients (the participation gap); FedAvg's round only (default: none)",
     "personalize_steps": "personalized evaluation (FedAvg-FT): each client fine-tunes the global model for this "
                          "many local steps before its local test (default: none)",
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",

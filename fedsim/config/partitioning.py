@@ -14,6 +14,7 @@ SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity",
 #: `partitions.pathological` keeps flwr-datasets' default, "random", which with 10 partitions, 10
 #: classes and k = 2 leaves a class held by no one in three draws out of four.
 CLASS_ASSIGNMENT_MODE = "first-deterministic"
+HOLDOUT_STREAM = 2  # the held-out clients' random stream beside the seed (the local test split's is 1)
 
 # The partition settings that only some schemes read, and what each is; a config that sets one
 # for a scheme that does not read it is refused rather than silently ignored.
@@ -185,7 +186,33 @@ def partition_for(config, labels, client_ids=None) -> partitions.Partition:
         return partition
     if partition.local_test is not None:
         raise ValueError("`partition_file` holds local test sets already; leave `local_test_fraction` out")
-    return partitions.split_local_test(partition, labels, fraction, seed=config.seed)
+    partition = partitions.split_local_test(partition, labels, fraction, seed=config.seed)
+    holdout = getattr(config, "holdout_clients", None)
+    return partition if holdout is None else hold_out(partition, holdout, config.seed)
+
+
+def holdout_count(share: float, num_clients: int) -> int:
+    """Return how many of ``num_clients`` clients a ``holdout_clients`` share holds out."""
+    return round(share * num_clients)
+
+
+def hold_out(partition: partitions.Partition, share: float, seed: int) -> partitions.Partition:
+    """Return ``partition`` with a seeded ``share`` of its clients held out of training: unseen clients.
+
+    Their training samples are left out (each keeps its local test set, on which it is
+    evaluated), and ``params["holdout_clients"]`` lists them, so that sampling skips them
+    (`fedsim.schedule.sample_participants`) and ``partition.json`` records them.
+    """
+    count = holdout_count(share, partition.num_partitions)
+    if not 1 <= count < partition.num_partitions:
+        raise ValueError(f"`holdout_clients`={share:g} of {partition.num_partitions} clients holds out {count}: it "
+                         f"must hold out at least one and leave at least one to train")
+    rng = np.random.default_rng([seed, HOLDOUT_STREAM])
+    held = sorted(int(k) for k in rng.choice(partition.num_partitions, size=count, replace=False))
+    train = [np.empty(0, np.int64) if k in held else part for k, part in enumerate(partition)]
+    return partitions.Partition(train, partition.num_samples, partition.scheme,
+                                {**partition.params, "holdout_clients": held}, partition.seed,
+                                local_test=partition.local_test)
 
 
 def whole_partition(config, labels, client_ids=None) -> partitions.Partition:

@@ -9,6 +9,7 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
+from .client_evaluation import check_client_evaluation
 from .ranges import NUMBER_RANGES
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
@@ -146,6 +147,9 @@ class RunConfig:
         Evaluate on the local test sets every that many rounds (and after the last); default ``eval_every``.
     client_target : float
         The accuracy in [0, 1] whose share of clients at or above it ``metrics.csv`` reports.
+    holdout_clients : float, optional
+        In (0, 1): a seeded share of the clients never trains, and is evaluated on its local test
+        sets as unseen clients (the participation gap); FedAvg's round only.
     personalize_steps : int, optional
         FedAvg-FT: each client also fine-tunes the global model for this many local steps on its
         samples, is evaluated on its local test set, and throws the fine-tuned model away.
@@ -227,6 +231,7 @@ class RunConfig:
     eval_clients_every: int | None = None
     client_target: float = 0.8
     personalize_steps: int | None = None
+    holdout_clients: float | None = None
     label_smoothing: float = 0.0
     fused: bool = True
     compression: str = "none"
@@ -282,13 +287,7 @@ class RunConfig:
         if self.local_steps is not None and self.local_epochs != 1:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
-        client_settings = {"eval_clients_every": self.eval_clients_every is not None,
-                           "personalize_steps": self.personalize_steps is not None,
-                           "client_target": self.client_target != _FIELD_DEFAULTS["client_target"]}
-        if self.local_test_fraction is None and any(client_settings.values()):
-            given = next(name for name, is_set in client_settings.items() if is_set)
-            raise ValueError(f"`{given}` applies to the clients' local test sets; set `local_test_fraction` "
-                             "to make them")
+        check_client_evaluation(self, _FIELD_DEFAULTS, strategy.local_training)
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")

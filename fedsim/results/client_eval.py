@@ -9,6 +9,7 @@ sampled or not, and reports the spread (`client_statistics`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -82,6 +83,9 @@ class Evaluation:
             for client, (train, test) in enumerate(zip(self.partition, self.partition.local_test)):
                 own = None if self.algorithm is None else self.algorithm.personal_model(client, global_state)
                 start = global_state if own is None else own
+                if steps and train.size == 0:  # a held-out client: nothing to fine-tune on, nothing measured
+                    results.append({"client": client, "n": int(test.size), "accuracy": math.nan, "loss": math.nan})
+                    continue
                 if steps:
                     client_update(self.model, start, self.data, train, task=self.task, training=training,
                                   seed=seed, round=round_index, client=client, return_delta=False)
@@ -146,6 +150,8 @@ def evaluate_clients(model, state, data, *, task, local_test, batch_size: int = 
 def client_statistics(clients: list[dict], target: float, key: str = "accuracy", prefix: str = "client_") -> dict:
     """Return the statistics of the clients' accuracies (``key``) that ``metrics.csv`` reports, named with ``prefix``.
 
+    A client whose value is NaN (a held-out client has no samples to fine-tune on) is left out.
+
     The mean over clients, the mean weighted by their test samples, the (population) standard
     deviation, the minimum, the 10th percentile (numpy's linear interpolation: the worst 10%
     of clients are at or below it) and the share of clients at or above ``target``.
@@ -157,16 +163,29 @@ def client_statistics(clients: list[dict], target: float, key: str = "accuracy",
     {'client_acc_mean': 0.775, 'client_acc_weighted': 0.86, 'client_acc_std': 0.192, 'client_acc_min': 0.5, \
 'client_acc_p10': 0.56, 'client_share_at_target': 0.5}
     """
-    accuracy = np.array([client[key] for client in clients], dtype=np.float64)
-    n = np.array([client["n"] for client in clients], dtype=np.float64)
+    measured = [client for client in clients if not math.isnan(client[key])]  # a held-out client is not fine-tuned
+    accuracy = np.array([client[key] for client in measured], dtype=np.float64)
+    n = np.array([client["n"] for client in measured], dtype=np.float64)
     values = (accuracy.mean(), float((accuracy * n).sum() / n.sum()), accuracy.std(), accuracy.min(),
               np.percentile(accuracy, 10), float((accuracy >= target).mean()))
     return {prefix + name: float(value) for name, value in zip(STATISTICS, values)}
 
 
-def round_statistics(clients: list[dict], target: float) -> dict:
-    """Return the row statistics of one evaluation on the clients: the global model's, then the personalized."""
-    statistics = client_statistics(clients, target)
+def round_statistics(clients: list[dict], target: float, holdout=()) -> dict:
+    """Return the row statistics of one evaluation on the clients: the global model's, then the personalized.
+
+    With ``holdout`` clients, the statistics are the participating clients'; the unseen ones' mean
+    and sample-weighted mean follow, and the participation gap (Yuan et al., ICLR 2022): the
+    participating clients' mean accuracy less the unseen clients'.
+    """
+    held = set(holdout)
+    seen = [client for client in clients if client["client"] not in held]
+    statistics = client_statistics(seen, target)
     if clients and "personal_accuracy" in clients[0]:
-        statistics.update(client_statistics(clients, target, "personal_accuracy", "personal_"))
+        statistics.update(client_statistics(seen, target, "personal_accuracy", "personal_"))
+    if held:
+        unseen = client_statistics([client for client in clients if client["client"] in held], target,
+                                   prefix="unseen_")
+        statistics.update(unseen_acc_mean=unseen["unseen_acc_mean"], unseen_acc_weighted=unseen["unseen_acc_weighted"],
+                          participation_gap=statistics["client_acc_mean"] - unseen["unseen_acc_mean"])
     return statistics

@@ -21,7 +21,7 @@ from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics
 from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
 from .summary import MULTILABEL_METRICS, summarize
 from ..references import code_digests
-from ..schedule import SampleGrid
+from ..schedule import SampleGrid, holdout_of
 
 CHECKPOINT_FORMAT = 2
 
@@ -177,7 +177,8 @@ class Recorder:
 
     def schedule_round(self, round_index: int) -> int:
         """Add round ``round_index``'s samples to the grid and return the cumulative target."""
-        self.progress.scheduled_samples += self.grid.samples(self.partition.sizes, round_index)
+        self.progress.scheduled_samples += self.grid.samples(self.partition.sizes, round_index,
+                                                             holdout_of(self.partition))
         return self.progress.scheduled_samples
 
     def evaluation_due(self, round_index: int) -> bool:
@@ -234,7 +235,7 @@ class Recorder:
         if metrics is not None and "per_class_accuracy" in metrics:
             self.per_class = list(metrics["per_class_accuracy"])
         if clients is not None:
-            row.update(round_statistics(clients, self.config.client_target))
+            row.update(round_statistics(clients, self.config.client_target, holdout_of(self.partition)))
             self.client_rows += [{"round": progress.round, **client} for client in clients]
         self.rows.append(row)
         if self.folder is not None:

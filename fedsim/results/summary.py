@@ -62,5 +62,5 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
     clients = [row for row in rows if not math.isnan(row.get("client_acc_mean", math.nan))]
     if clients:  # the last evaluation on the clients' local test sets
         summary.update({f"final_{key}": value for key, value in clients[-1].items()
-                        if key.startswith(("client_", "personal_"))})
+                        if key.startswith(("client_", "personal_", "unseen_", "participation_"))})
     return summary

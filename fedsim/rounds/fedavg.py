@@ -14,7 +14,7 @@ from ..aggregate import accumulate, aggregation_weights
 from ..algorithms import round_algorithm
 from ..client import ClientUpdate, client_update, get_state, state_tensors
 from ..results.recorder import RoundStats
-from ..schedule import model_bytes, sample_clients
+from ..schedule import holdout_of, model_bytes, sample_participants
 from ..server import ServerOptimizer
 from ..training import LocalTraining, loss_scaler
 
@@ -99,7 +99,8 @@ class FedAvgRounds:
 
     def sampled_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
-        sampled = sample_clients(len(self.sizes), self.config.fraction, self.config.seed, round_index)
+        sampled = sample_participants(len(self.sizes), self.config.fraction, self.config.seed, round_index,
+                                      holdout_of(self.partition))
         return [int(k) for k in sampled if self.sizes[k] > 0]
 
     def train_client(self, client: int, round_index: int) -> ClientUpdate:

@@ -128,3 +128,38 @@ def test_personalized_evaluation_fine_tunes_each_client_from_the_global_model_an
     assert last[3]["personal_loss"] != pytest.approx(last[3]["loss"], abs=1e-3)  # the fine-tuning did something
     row = read_rows(tmp_path / "ft" / "metrics.csv")[-1]
     assert row["personal_acc_mean"] == pytest.approx(np.mean([client["personal_accuracy"] for client in last]))
+
+
+def test_held_out_clients_never_train_and_are_evaluated_as_unseen(tmp_path, capsys):
+    from fedsim.algorithms.scaffold import Scaffold
+    from fedsim.build import RunSetup
+    from fedsim.results.client_eval import round_statistics
+    from fedsim.rounds.result import build_rounds
+
+    config = RunConfig(**{**LOCAL, "num_partitions": 10, "fraction": 0.5, "holdout_clients": 0.3})
+    setup = RunSetup.build(config)
+    held = setup.partition.params["holdout_clients"]
+    assert len(held) == 3 and all(setup.partition[k].size == 0 and setup.partition.local_test[k].size for k in held)
+    rounds = build_rounds(config, setup)
+    for round_index in range(20):
+        sampled = rounds.sampled_clients(round_index)
+        assert not set(sampled) & set(held) and len(sampled) == 4  # half of the 7 that train, rounded
+    assert Scaffold(config.replace(strategy="scaffold"), setup.model, rounds.global_state).num_clients == 7
+    run(config, tmp_path / "run")
+    clients = [row for row in read_rows(tmp_path / "run" / "clients.csv") if row["round"] == 4]
+    row = read_rows(tmp_path / "run" / "metrics.csv")[-1]
+    seen = [client["accuracy"] for client in clients if client["client"] not in held]
+    unseen = [client["accuracy"] for client in clients if client["client"] in held]
+    assert row["client_acc_mean"] == pytest.approx(np.mean(seen)) and row["unseen_acc_mean"] == pytest.approx(
+        np.mean(unseen))
+    assert row["participation_gap"] == pytest.approx(np.mean(seen) - np.mean(unseen))
+    by_hand = round_statistics([{"client": 0, "n": 1, "accuracy": 0.9}, {"client": 1, "n": 3, "accuracy": 0.5},
+                                {"client": 2, "n": 1, "accuracy": 0.7}], 0.6, holdout=[1, 2])
+    assert (by_hand["client_acc_mean"], by_hand["unseen_acc_mean"]) == (0.9, pytest.approx(0.6))
+    assert by_hand["unseen_acc_weighted"] == pytest.approx((1.5 + 0.7) / 4)
+    assert by_hand["participation_gap"] == pytest.approx(0.3)
+    for share in ("0.01", "0.99"):  # none held out; none left to train
+        with pytest.raises(SystemExit):
+            main(["run", "--dataset", "digits", "--num-partitions", "10", "--local-test-fraction", "0.2",
+                  "--holdout-clients", share, "--out", str(tmp_path / f"bad{share}")])
+        assert "`--holdout-clients`=" + share.rstrip("0") + " of 10 clients holds out" in capsys.readouterr().err

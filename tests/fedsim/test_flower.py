@@ -72,7 +72,8 @@ def flags(settings: dict) -> list[str]:
 def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
-    config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2)  # every client on its local test
+    # every client evaluated on its local test set (fine-tuned too); client 1 or another held out, never sampled
+    config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2, holdout_clients=0.25)
     simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
     flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")

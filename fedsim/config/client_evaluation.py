@@ -1,0 +1,28 @@
+"""The settings of evaluation on the clients' local test sets, checked together."""
+
+from __future__ import annotations
+
+
+def check_client_evaluation(config, defaults: dict, local_training: bool) -> None:
+    """Refuse a setting of the clients' evaluation without the local test sets it needs, and a held-out
+    client where every client trains at every step.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+    defaults : dict
+        Every field's default.
+    local_training : bool
+        Whether the strategy trains sampled clients for a round (FedAvg's round), which a held-out
+        client can sit out; allreduce and reweighted train every rank at every step.
+    """
+    given = {"eval_clients_every": config.eval_clients_every is not None,
+             "personalize_steps": config.personalize_steps is not None,
+             "holdout_clients": config.holdout_clients is not None,
+             "client_target": config.client_target != defaults["client_target"]}
+    if config.local_test_fraction is None and any(given.values()):
+        name = next(name for name, is_set in given.items() if is_set)
+        raise ValueError(f"`{name}` applies to the clients' local test sets; set `local_test_fraction` to make them")
+    if config.holdout_clients is not None and not local_training:
+        raise ValueError(f"`holdout_clients` keeps clients out of training, but `strategy`={config.strategy!r} "
+                         "trains every rank at every step; use it with FedAvg's round (fedavg, scaffold, ...)")
