@@ -29,6 +29,10 @@ class Stream(enum.IntEnum):
     """One client's shuffles, augmentation and noise in one round (round, client)."""
     CLIENT_DROPOUT = 0xC11F
     """Dropout and other global-RNG draws of one client in one round (round, client)."""
+    CLIENT_LOSS = 0xD409
+    """Which of a round's sampled clients fail to return, with ``client_dropout`` (round)."""
+    STRAGGLERS = 0x5796
+    """Which of a round's clients straggle (round), and how much work each does (round, client)."""
     PERSONALIZE = 0xF17E
     """The base seed of personalized evaluation's fine-tuning (no further keys): each client's streams
     derive from it as its training's derive from the run's seed, so the two never share one."""

@@ -90,6 +90,9 @@ HELP = {
     "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
                           "(default: with every evaluation)",
     "client_target": "the accuracy whose share of clients at or above it metrics.csv reports, in [0, 1]",
+    "client_dropout": "the chance in [0, 1) that a sampled client fails to return; the round goes on without it",
+    "stragglers": "the share in [0, 1] of each round's clients that do partial work: local epochs (or steps) "
+                  "drawn uniformly from 1 to the run's",
     "holdout_clients": "in (0, 1): a seeded share of the clients never trains and is evaluated as unseen "
                        "clients (the participation gap); FedAvg's round only (default: none)",
     "personalize_steps": "personalized evaluation (FedAvg-FT): each client fine-tunes the global model for this "

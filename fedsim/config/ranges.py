@@ -23,4 +23,6 @@ NUMBER_RANGES = {
     "client_target": dict(low=0.0, high=1.0, high_closed=True),
     "local_test_fraction": dict(low=0.0, high=1.0, low_open=True),
     "holdout_clients": dict(low=0.0, high=1.0, low_open=True),
+    "client_dropout": dict(low=0.0, high=1.0),
+    "stragglers": dict(low=0.0, high=1.0, high_closed=True),
 }

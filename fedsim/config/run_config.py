@@ -141,18 +141,18 @@ class RunConfig:
     eval_every, checkpoint_every : int
         Evaluate and checkpoint every that many rounds (and always after the last).
     local_test_fraction : float, optional
-        In (0, 1): each client's share of samples held back as its local test set, stratified by
-        label (`partitions.split_local_test`), on which the global model is evaluated (``clients.csv``).
+        In (0, 1): each client's share of samples held back, stratified, to evaluate on (``clients.csv``).
     eval_clients_every : int, optional
         Evaluate on the local test sets every that many rounds (and after the last); default ``eval_every``.
     client_target : float
         The accuracy in [0, 1] whose share of clients at or above it ``metrics.csv`` reports.
+    client_dropout, stragglers : float
+        FedAvg's round: each sampled client fails to return with chance ``client_dropout`` in [0, 1);
+        a share ``stragglers`` of a round's clients does partial work (epochs or steps from 1 to E).
     holdout_clients : float, optional
-        In (0, 1): a seeded share of the clients never trains, and is evaluated on its local test
-        sets as unseen clients (the participation gap); FedAvg's round only.
+        In (0, 1): a seeded share of clients never trains, evaluated as unseen clients; FedAvg's round.
     personalize_steps : int, optional
-        FedAvg-FT: each client also fine-tunes the global model for this many local steps on its
-        samples, is evaluated on its local test set, and throws the fine-tuned model away.
+        FedAvg-FT: each client fine-tunes the global model this many steps before its local test.
     label_smoothing : float
     compression : {"none", "fp16", "bf16", "int8", "powersgd"}
         allreduce/reweighted: how each rank's gradient travels (`fedsim.comm.compression`); bytes are
@@ -232,6 +232,8 @@ class RunConfig:
     client_target: float = 0.8
     personalize_steps: int | None = None
     holdout_clients: float | None = None
+    client_dropout: float = 0.0
+    stragglers: float = 0.0
     label_smoothing: float = 0.0
     fused: bool = True
     compression: str = "none"

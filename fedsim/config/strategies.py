@@ -64,6 +64,8 @@ _GRADIENT = frozenset({"allreduce", "reweighted"})
 #: The strategy-specific fields of `fedsim.config.RunConfig`; every other field is read by every strategy.
 SETTINGS: dict[str, Setting] = {
     "fraction": Setting(LOCAL, "FedAvg's fraction C of clients sampled per round"),
+    "client_dropout": Setting(LOCAL, "the chance that a sampled client fails to return"),
+    "stragglers": Setting(LOCAL, "the share of a round's clients that do partial work"),
     "local_epochs": Setting(LOCAL, "FedAvg's local epochs E per round"),
     "local_steps": Setting(LOCAL, "FedAvg's local steps tau per round"),
     "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),

@@ -38,6 +38,9 @@ class RoundStats:
     clients: int = 0
     #: the first client (or rank) whose loss was not finite, where the engine names them ("client 3")
     nonfinite: str = ""
+    #: FedAvg's round: sampled clients that failed to return (``client_dropout``), and stragglers
+    dropped: int = 0
+    stragglers: int = 0
 
     @property
     def train_loss(self) -> float:
@@ -232,6 +235,10 @@ class Recorder:
         progress.wall_s += wall_s
         progress.eval_s += eval_s
         row = self._row(stats.train_loss, metrics)
+        if self.config.client_dropout:
+            row["dropped_clients"] = stats.dropped
+        if self.config.stragglers:
+            row["stragglers"] = stats.stragglers
         if metrics is not None and "per_class_accuracy" in metrics:
             self.per_class = list(metrics["per_class_accuracy"])
         if clients is not None:

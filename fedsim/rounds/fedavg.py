@@ -15,6 +15,7 @@ from ..algorithms import round_algorithm
 from ..client import ClientUpdate, client_update, get_state, state_tensors
 from ..results.recorder import RoundStats
 from ..schedule import holdout_of, model_bytes, sample_participants
+from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer
 from ..training import LocalTraining, loss_scaler
 
@@ -62,7 +63,8 @@ class FedAvgRounds:
         """
         clients = self.sampled_clients(round_index)
         stats = RoundStats(clients=len(clients))
-        if not clients:  # every sampled shard is empty: nothing to average, the model stays
+        if not clients:  # every sampled shard is empty, or every client dropped: nothing to average
+            self.note_system(stats, round_index)
             return stats
         weights = aggregation_weights(self.config.weights, self.sizes, clients)
         # The weighted sum of the trained models, read in place from the shared model object;
@@ -72,6 +74,7 @@ class FedAvgRounds:
         self.train_clients(round_index, self.served(round_index, list(zip(clients, weights))), mean_delta, stats)
         self.combine(mean_delta, stats)
         self.step_server(mean_delta, stats, len(clients))
+        self.note_system(stats, round_index)
         return stats
 
     def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
@@ -97,17 +100,39 @@ class FedAvgRounds:
         else:
             self._kept.append(([tensor.detach().clone() for tensor in trained], scale))
 
-    def sampled_clients(self, round_index: int) -> list[int]:
+    def drawn_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
         sampled = sample_participants(len(self.sizes), self.config.fraction, self.config.seed, round_index,
                                       holdout_of(self.partition))
         return [int(k) for k in sampled if self.sizes[k] > 0]
 
+    def sampled_clients(self, round_index: int) -> list[int]:
+        """Return the clients of round ``round_index`` that train and return: the drawn ones less the dropped."""
+        dropped = set(self.dropped_clients(round_index))
+        return [client for client in self.drawn_clients(round_index) if client not in dropped]
+
+    def dropped_clients(self, round_index: int) -> list[int]:
+        """Return the clients drawn in round ``round_index`` that fail to return (``client_dropout``)."""
+        return dropped_clients(self.config, self.drawn_clients(round_index), round_index)
+
+    def client_training(self, client: int, round_index: int):
+        """Return ``client``'s local training in round ``round_index``: the run's, or a straggler's partial work."""
+        if client not in stragglers(self.config, self.drawn_clients(round_index), round_index):
+            return self.training
+        return partial_work(self.config, self.training, client, round_index)
+
+    def note_system(self, stats: RoundStats, round_index: int) -> None:
+        """Count round ``round_index``'s dropped clients (sent the model, which never came back) and stragglers."""
+        dropped = self.dropped_clients(round_index)
+        stats.dropped = len(dropped)
+        stats.bytes_down += len(dropped) * self.state_bytes
+        stats.stragglers = len(stragglers(self.config, self.drawn_clients(round_index), round_index))
+
     def train_client(self, client: int, round_index: int) -> ClientUpdate:
         """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""
         return client_update(
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
-            training=self.training, seed=self.config.seed, round=round_index, client=client, return_delta=False,
+            training=self.client_training(client, round_index), seed=self.config.seed, round=round_index, client=client, return_delta=False,
             noise_sigma=float(self.noise[client]), scaler=self._scaler,
             terms=self.algorithm.local_terms(client, self.global_state),
         )

@@ -72,14 +72,17 @@ def flags(settings: dict) -> list[str]:
 def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(tmp_path):
     from fedsim.engines.flower import simulate
 
-    # every client evaluated on its local test set (fine-tuned too); client 1 or another held out, never sampled
-    config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2, holdout_clients=0.25)
+    # every client evaluated on its local test set (fine-tuned too); one client held out, never sampled; sampled
+    # clients that fail to return, and stragglers that take fewer local steps, drawn alike on both engines
+    config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2, holdout_clients=0.25,
+                       client_dropout=0.3, stragglers=0.5)
     simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
     flower = simulate(config, tmp_path / "flower", resume=True)
     expected = run(config, tmp_path / "inprocess")
     torch.testing.assert_close(flower.global_state, expected.global_state, **EXACT)
     # a Ray actor trains with one torch thread, this process with two: sums in other orders
     assert_rows_close(*(read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess")))
+    assert sum(row["dropped_clients"] for row in read_rows(tmp_path / "flower" / "metrics.csv")) > 0
     flower_clients, clients = (read_rows(tmp_path / name / "clients.csv") for name in ("flower", "inprocess"))
     assert len(clients) == 2 * 4  # each client, each round, once: the resumed run took up after round 1
     assert_rows_close(flower_clients, clients)

@@ -145,6 +145,7 @@ class SeededFedAvg(FedsimStrategy):
         clients, by_client = self.replies_in_order(replies, self.round_index(server_round), self._sampled)
         stats = self._stats = RoundStats(clients=len(clients))
         if not clients:  # no client came back: the model stays
+            self.rounds.note_system(stats, self.round_index(server_round))
             return None, None
         rounds = self.rounds
         weights = aggregation_weights(rounds.config.weights, rounds.sizes, clients)
@@ -161,6 +162,7 @@ class SeededFedAvg(FedsimStrategy):
                              f"client {client}")
         rounds.step_server(mean_state, stats, len(clients))
         stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
+        rounds.note_system(stats, self.round_index(server_round))  # and a dropped one (never sent it here)
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})
 
     def evaluate_fn(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
