@@ -80,6 +80,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--dataset", help="change the preset's dataset")
     parser.add_argument("--model", help="change the preset's model")
     parser.add_argument("--target", type=float, help="the accuracy whose first round the table reports")
+    parser.add_argument("--local-test-fraction", type=float, help="hold back this share of each client's samples "
+                        "and report the clients' mean and worst-10%% accuracy, with a box of them per partition")
+    parser.add_argument("--personalize-steps", type=int, help="with --local-test-fraction: also report the "
+                        "clients' accuracy after this many fine-tuning steps (FedAvg-FT)")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
@@ -91,7 +95,7 @@ def grid_plan(args) -> dict:
     """Return the grid the arguments ask for: settings, strategies, partitions, seeds, target accuracy."""
     preset = PRESETS[args.preset]
     settings = dict(preset["settings"])
-    for name in ("rounds", "local_epochs", "dataset", "model"):
+    for name in ("rounds", "local_epochs", "dataset", "model", "local_test_fraction", "personalize_steps"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
     arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies", references=True)

@@ -18,14 +18,20 @@ from pathlib import Path
 import numpy as np
 from schemes import slug
 
-from fedsim.results.plots import accuracy_heatmap, learning_curves, strategy_colors
-from fedsim.results.folder import write_atomic
+from fedsim.results.plots import accuracy_heatmap, client_accuracy_boxes, learning_curves, strategy_colors
+from fedsim.results.folder import read_rows, write_atomic
 from partitions import Partition
 from partitions.metrics import heterogeneity
 from partitions.plot import bubbles, stacked_bars
 
 COLUMNS = ("partition", "emd", "js", "strategy", "seeds", "final_acc", "final_acc_std", "best_acc", "best_acc_std",
            "rounds_to_target", "reached", "mb_communicated", "wall_s")
+
+
+#: The grid's measures of the clients' local test sets, the summary entry each comes from, and its header.
+CLIENT_HEADERS = {"client_acc": "clients' mean acc", "worst10_acc": "worst 10% acc", "personal_acc": "personalized acc"}
+CLIENT_MEASURES = {"client_acc": "client_acc_mean", "worst10_acc": "client_acc_p10",
+                   "personal_acc": "personal_acc_mean"}
 
 
 def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
@@ -47,6 +53,8 @@ def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
         if not cell:
             continue
         written.append(curves(out / "curves" / f"{slug(scheme)}.png", plan, scheme, cell, colors))
+        if all((run["folder"] / "clients.csv").exists() for run in cell):
+            written.append(client_boxes(out / "clients" / f"{slug(scheme)}.png", plan, scheme, cell, colors))
         written.extend(partition_figures(out / "partitions", scheme, cell, labels))
     return written
 
@@ -68,14 +76,17 @@ def measure(run: dict, target: float) -> dict:
     return {"final_acc": summary["final_test_accuracy"], "best_acc": summary["best_test_accuracy"],
             "best_round": math.nan if best_round is None else best_round,
             "last5_acc": summary.get("last_5_mean_test_accuracy", math.nan),
+            # on the clients' local test sets (``--local-test-fraction``): their mean, the worst 10%'s
+            # bound, and the fine-tuned models' mean (``--personalize-steps``); NaN without them
+            **{key: summary.get(f"final_{name}", math.nan) for key, name in CLIENT_MEASURES.items()},
             "rounds_to_target": reached[0] if reached else math.nan,
             "mb_communicated": summary["bytes_communicated"] / 1e6, "wall_s": summary["wall_s"]}
 
 
 def run_row(run: dict) -> dict:
     return {"partition": run["partition"], "seed": run["seed"], "strategy": run["strategy"],
-            **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", "rounds_to_target",
-                                         "mb_communicated", "wall_s")},
+            **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", *CLIENT_MEASURES,
+                                         "rounds_to_target", "mb_communicated", "wall_s")},
             "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"]}
 
 
@@ -96,6 +107,8 @@ def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
                          "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
                          "best_acc_std": std("best_acc"), "best_round": mean("best_round"),
                          "last5_acc": mean("last5_acc"), "last5_acc_std": std("last5_acc"),
+                         **{key: value for name in CLIENT_MEASURES
+                            for key, value in ((name, mean(name)), (f"{name}_std", std(name)))},
                          "rounds_to_target": float(np.mean(reached)) if reached else math.nan,
                          "reached": len(reached), "mb_communicated": mean("mb_communicated"), "wall_s": mean("wall_s")})
     return rows
@@ -134,6 +147,8 @@ def markdown(plan: dict, rows: list[dict]) -> str:
     strategies = plan["strategies"]
     by_cell = {(row["partition"], row["strategy"]): row for row in rows}
     several = plan["seeds"] > 1
+    # the clients' columns the runs measured (with local test sets; personalized with fine-tuning)
+    client_keys = [key for key in CLIENT_MEASURES if any(not math.isnan(row.get(key, math.nan)) for row in rows)]
     lines = [f"Final test accuracy{', mean ± std over seeds' if several else ''} ({title(plan)})", "",
              "| partition | EMD | " + " | ".join(strategies) + " |", "|---|---:|" + "---:|" * len(strategies)]
     for scheme in plan["partitions"]:
@@ -146,15 +161,16 @@ def markdown(plan: dict, rows: list[dict]) -> str:
     target = plan["target"]
     lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
               "with how many did)", "",
-              "| partition | EMD | JS | strategy | final acc | best acc (round) | last-5 mean acc | rounds to target "
-              "| MB sent | wall s |",
-              "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+              "| partition | EMD | JS | strategy | final acc | best acc (round) | last-5 mean acc | "
+              + "".join(f"{CLIENT_HEADERS[key]} | " for key in client_keys) + "rounds to target | MB sent | wall s |",
+              "|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(client_keys) + "---:|---:|---:|"]
     for row in rows:
         reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
         best_round = "" if math.isnan(row["best_round"]) else f" ({row['best_round']:.{1 if several else 0}f})"
         lines.append(f"| {row['partition']} | {row['emd']:.2f} | {row['js']:.3f} | {row['strategy']} | "
                      f"{spread(row, 'final_acc')} | {spread(row, 'best_acc')}{best_round} | "
-                     f"{spread(row, 'last5_acc')} | {reached} ({row['reached']}/{row['seeds']}) | "
+                     f"{spread(row, 'last5_acc')} | " + "".join(f"{spread(row, key)} | " for key in client_keys)
+                     + f"{reached} ({row['reached']}/{row['seeds']}) | "
                      f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |")
     return "\n".join(lines)
 
@@ -184,6 +200,19 @@ def curves(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict) 
                            "bytes_communicated": float(np.mean([rows[i]["bytes_communicated"] for rows in seeds]))}
                           for i in range(rounds)]
     learning_curves(mean_rows, path=path, colors=colors, title=f"{scheme}: {title(plan)}")
+    return path
+
+
+def client_boxes(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict) -> Path:
+    """Draw each strategy's per-client accuracy after the last round, the seeds' clients pooled, as a box."""
+    accuracies = {}
+    for arm in plan["strategies"]:
+        for run in (run for run in cell if run["strategy"] == arm):
+            clients = read_rows(run["folder"] / "clients.csv")
+            last = max(row["round"] for row in clients)
+            accuracies.setdefault(arm, []).extend(row["accuracy"] for row in clients if row["round"] == last)
+    client_accuracy_boxes(accuracies, path=path, colors=colors,
+                          title=f"{scheme}: each client's accuracy after the last round ({title(plan)})")
     return path
 
 

@@ -90,6 +90,8 @@ HELP = {
     "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
                           "(default: with every evaluation)",
     "client_target": "the accuracy whose share of clients at or above it metrics.csv reports, in [0, 1]",
+    "tensorboard": "also write every metric as TensorBoard scalars into this folder, one TensorBoard run per "
+                   "strategy (needs pip install 'fedsim[tensorboard]') (default: none)",
     "client_dropout": "the chance in [0, 1) that a sampled client fails to return; the round goes on without it",
     "stragglers": "the share in [0, 1] of each round's clients that do partial work: local epochs (or steps) "
                   "drawn uniformly from 1 to the run's",

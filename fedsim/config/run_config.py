@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .client_evaluation import check_client_evaluation
+from .combinations import check_gradient_settings, check_server_optimizer
 from .ranges import NUMBER_RANGES
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
@@ -149,6 +151,9 @@ class RunConfig:
     client_dropout, stragglers : float
         FedAvg's round: each sampled client fails to return with chance ``client_dropout`` in [0, 1);
         a share ``stragglers`` of a round's clients does partial work (epochs or steps from 1 to E).
+    tensorboard : str, optional
+        A folder to write every row as TensorBoard scalars into, one TensorBoard run per strategy
+        (``pip install 'fedsim[tensorboard]'``); runs that write a results folder.
     holdout_clients : float, optional
         In (0, 1): a seeded share of clients never trains, evaluated as unseen clients; FedAvg's round.
     personalize_steps : int, optional
@@ -234,6 +239,7 @@ class RunConfig:
     holdout_clients: float | None = None
     client_dropout: float = 0.0
     stragglers: float = 0.0
+    tensorboard: str | None = None
     label_smoothing: float = 0.0
     fused: bool = True
     compression: str = "none"
@@ -290,6 +296,11 @@ class RunConfig:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
         check_client_evaluation(self, _FIELD_DEFAULTS, strategy.local_training)
+        if self.tensorboard is not None:  # absolute: a Flower ServerApp runs in another folder
+            from ..results.tensorboard import check_tensorboard_installed
+
+            check_tensorboard_installed()
+            object.__setattr__(self, "tensorboard", str(Path(self.tensorboard).expanduser().resolve()))
         if self.amp and self.dtype == "float64":
             raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
                              "use one of the two")
@@ -309,17 +320,8 @@ class RunConfig:
             value = getattr(self, name)
             if value != default and not strategy.reads(name, self.weights):
                 raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
-        self._check_server_optimizer()
-        if self.powersgd_rank != 2 and self.compression != "powersgd":
-            raise ValueError(f"`powersgd_rank`={self.powersgd_rank} does nothing without `compression`='powersgd'")
-        if self.sync_bn and self.weights == "dynamic":
-            if self.dynamic_rule == "cosine":
-                raise ValueError("`sync_bn`=True ties each rank's gradient to every rank's batch, so "
-                                 "`dynamic_rule`='cosine' has no per-rank gradient to score; use `dynamic_rule`='loss'")
-            if self.micro_batches > 1:
-                raise ValueError(f"`sync_bn`=True with `weights`='dynamic' weighs each rank's loss before its "
-                                 f"backward, which needs the whole batch's loss first: `micro_batches` must be 1, "
-                                 f"got {self.micro_batches}")
+        check_server_optimizer(self, _FIELD_DEFAULTS)
+        check_gradient_settings(self)
 
     @property
     def label(self) -> str:
@@ -373,20 +375,6 @@ class RunConfig:
 
         settings = {key: value for key, value in mapping.items() if key != ENVIRONMENT_KEY}
         return cls(**field_values(settings, source, FIELD_NAMES))
-
-    def _check_server_optimizer(self) -> None:
-        """Refuse a server-optimizer setting that the chosen ``server_optimizer`` does not read."""
-        changed = {name for name in ("server_momentum", "server_beta1", "server_beta2", "server_tau")
-                   if getattr(self, name) != _FIELD_DEFAULTS[name]}
-        if self.server_optimizer == "sgd":
-            unread = sorted(changed - {"server_momentum"})
-        else:
-            unread = sorted(changed & ({"server_momentum", "server_beta2"} if self.server_optimizer == "adagrad"
-                                       else {"server_momentum"}))
-        if unread:
-            name = unread[0]
-            raise ValueError(f"`{name}`={getattr(self, name)!r} does nothing with `server_optimizer`="
-                             f"{self.server_optimizer!r}; remove it or choose a server optimizer that reads it")
 
     def to_dict(self) -> dict:
         """Return every field as plain data (what ``config.json`` holds)."""

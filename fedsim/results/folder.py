@@ -46,7 +46,7 @@ MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
 RESUMABLE_CHANGES = frozenset({"rounds", "eval_every", "checkpoint_every", "data_root", "download",
                                "client_state_memory", "eval_clients_every", "client_target",
-                               "personalize_steps"})
+                               "personalize_steps", "tensorboard"})
 METRIC_COLUMNS = (
     "strategy", "round", "samples_seen", "bytes_communicated", "test_accuracy", "test_loss", "train_loss", "wall_s",
 )

@@ -138,3 +138,42 @@ def accuracy_heatmap(values, strategies, partitions, *, spread=None, path=None, 
     if path is not None:
         save_figure(figure, Path(path), dpi)
     return figure
+
+
+def client_accuracy_boxes(accuracies_by_strategy: dict, *, path=None, title: str | None = None,
+                          colors: dict | None = None, dpi: int = 100):
+    """Draw each strategy's distribution of per-client accuracy as a box, one colour per strategy.
+
+    Who is left behind under a skew: the whiskers reach the worst clients, which a mean hides.
+
+    Parameters
+    ----------
+    accuracies_by_strategy : dict
+        Strategy name -> the accuracies of its clients (on their local test sets; ``clients.csv``).
+    path : str or Path, optional
+        Where to write the figure (atomically).
+    title : str, optional
+    colors : dict, optional
+        Strategy -> colour (`strategy_colors`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from matplotlib.figure import Figure
+
+    names = list(accuracies_by_strategy)
+    colors = colors or strategy_colors(names)
+    figure = Figure(figsize=(max(4.0, 1.1 * len(names) + 2), 4), layout="constrained")
+    axes = figure.subplots()
+    boxes = axes.boxplot([list(accuracies_by_strategy[name]) for name in names], patch_artist=True, widths=0.6)
+    for box, name in zip(boxes["boxes"], names):
+        box.set(facecolor=colors[name], alpha=0.6)
+    axes.set_xticks(range(1, len(names) + 1), names, rotation=30, ha="right")
+    axes.set(ylabel="accuracy on the client's local test set", ylim=(0.0, 1.02))
+    axes.grid(axis="y", alpha=0.3)
+    if title:
+        axes.set_title(textwrap.fill(title, width=max(20, int(9 * figure.get_figwidth()))), fontsize=10)
+    if path is not None:
+        save_figure(figure, Path(path), dpi)
+    return figure

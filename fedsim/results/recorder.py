@@ -20,6 +20,7 @@ from ..config.files import CODE_DIGESTS
 from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics
 from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
 from .summary import MULTILABEL_METRICS, summarize
+from .tensorboard import TensorBoardRows
 from ..references import code_digests
 from ..schedule import SampleGrid, holdout_of
 
@@ -143,6 +144,7 @@ class Recorder:
         self.rows: list[dict] = []
         self.client_rows: list[dict] = []  # clients.csv: each client's evaluation, round by round
         self.per_class: list[float] | None = None  # the last evaluation's accuracy of each class
+        self.tensorboard = None  # the rows as TensorBoard scalars (``config.tensorboard``), opened by `start`
         self.checkpoint_round: int | None = None
         self.diverged: RunDiverged | None = None
         self._bar = None
@@ -155,6 +157,9 @@ class Recorder:
             checkpoint = self.folder.start(self.config, self.partition, resume=self.resume, extra=extra)
             if checkpoint is not None:
                 restored = self._restore(checkpoint)
+            if self.config.tensorboard is not None:  # beside a results folder: one process of a run writes it
+                self.tensorboard = TensorBoardRows(self.config.tensorboard, self.config.label,
+                                                   None if restored is None else self.progress.round)
         if not self.quiet:
             from tqdm.auto import tqdm
 
@@ -248,6 +253,8 @@ class Recorder:
         if self.folder is not None:
             with deferred_interrupt():  # the rows, log and checkpoint of a round land together
                 self.folder.write_rows(self.rows)
+                if self.tensorboard is not None:
+                    self.tensorboard.add(row)
                 if clients is not None:
                     columns = CLIENTS_CSV_COLUMNS + (PERSONAL_COLUMNS if "personal_accuracy" in clients[0] else ())
                     self.folder.write_table(CLIENTS_CSV, columns, self.client_rows)
@@ -311,6 +318,8 @@ class Recorder:
         if self._bar is not None:
             self._bar.close()
         summary = self.summary(extra)
+        if self.tensorboard is not None:
+            self.tensorboard.close()
         if self.folder is not None:
             with deferred_interrupt():
                 self.folder.write_summary({self.config.label: summary})

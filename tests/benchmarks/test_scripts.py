@@ -42,13 +42,14 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
     # a user's algorithm, by the path of its file, beside the built-in arms
     feddyn = f"{BENCHMARKS.parent / 'examples' / 'algorithms' / 'feddyn.py'}:FedDyn"
     args = ["--preset", "quick", "--dataset", "digits", "--strategies", f"allreduce,reweighted-dynamic,fedavg,{feddyn}",
-            "--partitions", "IID,#C=2", "--seeds", "2", "--rounds", "2", "--out", str(out), "--quiet"]
+            "--partitions", "IID,#C=2", "--seeds", "2", "--rounds", "2", "--local-test-fraction", "0.2",
+            "--personalize-steps", "1", "--out", str(out), "--quiet"]
     printed = script("compare_strategies.py", *args)
     assert "| #C=2 |" in printed
     names = {str(path.relative_to(out)) for path in out.rglob("*") if path.is_file() and "runs" not in path.parts}
     assert names == {"grid.json", "results.csv", "table.csv", "table.md", "heatmap.png", "curves/iid.png",
                      "curves/c2.png", "partitions/iid-stacked.png", "partitions/iid-bubbles.png",
-                     "partitions/c2-stacked.png", "partitions/c2-bubbles.png"}
+                     "partitions/c2-stacked.png", "partitions/c2-bubbles.png", "clients/iid.png", "clients/c2.png"}
     assert all((out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in names if name.endswith(".png"))
     with open(out / "table.csv") as table:
         rows = list(csv.DictReader(table))
@@ -56,7 +57,9 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
         (scheme, arm, "2") for scheme in ("IID", "#C=2") for arm in ("allreduce", "reweighted-dynamic", "fedavg", "feddyn")]
     assert all(0.0 <= float(row["final_acc"]) <= 1.0 and float(row["mb_communicated"]) > 0 for row in rows)
     assert all(1 <= float(row["best_round"]) <= 2 and 0.0 <= float(row["last5_acc"]) <= 1.0 for row in rows)
-    assert "| final acc | best acc (round) | last-5 mean acc |" in (out / "table.md").read_text()
+    assert ("| final acc | best acc (round) | last-5 mean acc | clients' mean acc | worst 10% acc | personalized acc |"
+            in (out / "table.md").read_text())
+    assert all(0.0 <= float(row["worst10_acc"]) <= float(row["client_acc"]) <= 1.0 for row in rows)
     assert float(rows[4]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 16
 

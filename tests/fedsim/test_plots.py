@@ -63,3 +63,15 @@ def test_communication_within_a_decade_still_gets_several_labels_on_its_log_axis
     shown = [tick.label1.get_text() for tick in by_bytes.xaxis.get_major_ticks()
              if low <= tick.get_loc() <= high and tick.label1.get_text()]
     assert len(shown) >= 2, shown
+
+
+def test_the_clients_accuracy_boxes_give_each_strategy_its_box_and_colour(tmp_path):
+    from fedsim.results.plots import client_accuracy_boxes
+
+    colors = strategy_colors(["fedavg", "scaffold"])
+    figure = client_accuracy_boxes({"fedavg": [0.2, 0.5, 0.9], "scaffold": [0.6, 0.7, 0.8]}, colors=colors,
+                                   path=tmp_path / "boxes.png", title="Dir(0.1)")
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["fedavg", "scaffold"]
+    assert [patch.get_facecolor()[:3] for patch in axes.patches] == [colors["fedavg"][:3], colors["scaffold"][:3]]
+    assert (tmp_path / "boxes.png").read_bytes()[:4] == b"\x89PNG"
