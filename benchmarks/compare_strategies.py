@@ -208,9 +208,10 @@ def finished_runs(out: Path, plan: dict) -> list[dict]:
     return runs
 
 
-#: What `--docs` copies: the grid's table and three figures, renamed for the README.
+#: What `--docs` copies: the grid's table and figures (those it drew), renamed for the README.
 DOCS_FILES = {"table.md": "table.md", "heatmap.png": "heatmap.png", "curves/c2.png": "curves-c2.png",
-              "partitions/c2-stacked.png": "partition-c2.png"}
+              "partitions/c2-stacked.png": "partition-c2.png", "clients/c2.png": "clients-c2.png",
+              "clients/dir-0.1.png": "clients-dir-0.1.png"}
 
 
 def copy_for_docs(out: Path, docs: Path) -> list[Path]:

@@ -166,9 +166,11 @@ def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path):
     out = tmp_path / "run"
     env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", "fedavg", *SMALL, "--lr", "50",
-               "--rounds", "3", "--out", str(out)]
+               "--rounds", "3", "--verbose", "--out", str(out)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == DIVERGED, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
     assert last.startswith("fedsim flower simulate: error: diverged in round 1 (client "), last
     assert strict_json(out / "summary.json")["fedavg"]["diverged_round"] == 1
+    # --verbose shows Flower's log here rather than keep it in the run's folder
+    assert "Starting Flower Simulation" in result.stdout and not (out / "flower.log").exists()
