@@ -12,6 +12,7 @@ from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .client_evaluation import check_client_evaluation
 from .combinations import check_gradient_settings, check_server_optimizer
+from .extras import check_tensorboard_installed
 from .ranges import NUMBER_RANGES
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
@@ -297,8 +298,6 @@ class RunConfig:
                              "sets the local work; give one of the two")
         check_client_evaluation(self, _FIELD_DEFAULTS, strategy.local_training)
         if self.tensorboard is not None:  # absolute: a Flower ServerApp runs in another folder
-            from ..results.tensorboard import check_tensorboard_installed
-
             check_tensorboard_installed()
             object.__setattr__(self, "tensorboard", str(Path(self.tensorboard).expanduser().resolve()))
         if self.amp and self.dtype == "float64":

@@ -3,26 +3,16 @@
 CSV stays the record; TensorBoard is for watching runs as they go and laying them side by side
 (pfl-research and FL-bench offer it too). It needs the ``tensorboard`` package, an optional
 extra (``pip install 'fedsim[tensorboard]'``); without it ``--tensorboard`` is refused, before any
-work, with that line.
+work, with that line (`fedsim.config.extras`).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
-#: The install line a run without the package is refused with.
-INSTALL = "pip install 'fedsim[tensorboard]'"
 #: Row entries that are not measures: they name the row.
 _NOT_SCALARS = ("strategy", "round")
-
-
-def check_tensorboard_installed() -> None:
-    """Raise naming ``tensorboard`` and the install line when the package is missing."""
-    if importlib.util.find_spec("tensorboard") is None:
-        raise ValueError(f"`tensorboard` writes TensorBoard's event files with the tensorboard package, which is "
-                         f"not installed: {INSTALL}")
 
 
 class TensorBoardRows:

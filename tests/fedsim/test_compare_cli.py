@@ -98,6 +98,8 @@ UNREAD = [
     (["--powersgd-rank", "3"], "fedavg", "`--powersgd-rank`=3"),
     (["--sync-bn"], "fedavg", "`--sync-bn`"),
     (["--client-state-memory", "64"], "allreduce", "`--client-state-memory`=64.0"),
+    (["--client-dropout", "0.2"], "reweighted", "`--client-dropout`=0.2"),
+    (["--stragglers", "0.5"], "allreduce", "`--stragglers`=0.5"),
 ]
 
 

@@ -40,6 +40,8 @@ UNREAD = [
     ("powersgd_rank", 3, "fedavg"),
     ("sync_bn", True, "fedavg"),
     ("client_state_memory", 64.0, "reweighted"),
+    ("client_dropout", 0.2, "allreduce"),
+    ("stragglers", 0.5, "reweighted"),
 ]
 
 

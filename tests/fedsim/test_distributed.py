@@ -45,6 +45,9 @@ ENGINE_CASES = {
                           "server_momentum": 0.5},
     "fednova, FedAdam, 6 clients": {"strategy": "fednova", "num_partitions": 6, "fraction": 0.5, "momentum": 0.5,
                                     "server_optimizer": "adam", "server_lr": 0.01},
+    # round 2 loses clients 3 and 5, and its stragglers train 2 of the 3 epochs: drawn alike on every rank
+    "fednova, dropouts and stragglers": {"strategy": "fednova", "num_partitions": 6, "fraction": 0.5,
+                                         "local_epochs": 3, "rounds": 2, "client_dropout": 0.3, "stragglers": 0.5},
     "BatchNorm cnn, Join": {"strategy": "allreduce", **CNN, "norm": "batch"},
     "allreduce, fp16 compression": {"strategy": "allreduce", "compression": "fp16"},
     "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},
