@@ -108,8 +108,9 @@ class FedAvgRounds:
 
     def sampled_clients(self, round_index: int) -> list[int]:
         """Return the clients of round ``round_index`` that train and return: the drawn ones less the dropped."""
-        dropped = set(self.dropped_clients(round_index))
-        return [client for client in self.drawn_clients(round_index) if client not in dropped]
+        drawn = self.drawn_clients(round_index)
+        dropped = set(dropped_clients(self.config, drawn, round_index))
+        return [client for client in drawn if client not in dropped]
 
     def dropped_clients(self, round_index: int) -> list[int]:
         """Return the clients drawn in round ``round_index`` that fail to return (``client_dropout``)."""
@@ -117,6 +118,8 @@ class FedAvgRounds:
 
     def client_training(self, client: int, round_index: int):
         """Return ``client``'s local training in round ``round_index``: the run's, or a straggler's partial work."""
+        if not self.config.stragglers:  # the common case, once per client: no draw at all
+            return self.training
         if client not in stragglers(self.config, self.drawn_clients(round_index), round_index):
             return self.training
         return partial_work(self.config, self.training, client, round_index)
