@@ -26,6 +26,7 @@ from schemes import GRID_SCHEMES, slug
 from fedsim.comparison import ENGINES, engine_runner
 from fedsim.config.run_config import RunConfig
 from fedsim.config.partitioning import partition_for
+from fedsim.engines.inprocess.parallel import MAX_WORKERS, check_workers
 from fedsim.results.folder import RunFolder, read_json, read_rows, write_atomic
 from fedsim.schedule import SampleGrid
 
@@ -84,6 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "and report the clients' mean and worst-10%% accuracy, with a box of them per partition")
     parser.add_argument("--personalize-steps", type=int, help="with --local-test-fraction: also report the "
                         "clients' accuracy after this many fine-tuning steps (FedAvg-FT)")
+    parser.add_argument("--workers", type=int, default=1, help="in-process: processes that train a round's "
+                        "clients in parallel, one core each, for the strategies that can (fedavg, fednova); the "
+                        "results differ only by the order of a sum")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
@@ -162,8 +166,12 @@ def cell_configs(plan: dict, scheme: str, seed: int) -> tuple[dict[str, RunConfi
     return configs, SampleGrid.from_config(shared)
 
 
-def run_grid(out: Path, plan: dict, *, quiet: bool = False) -> None:
-    """Run every strategy of every cell that has not finished; resume those stopped part-way."""
+def run_grid(out: Path, plan: dict, *, quiet: bool = False, workers: int = 1) -> None:
+    """Run every strategy of every cell that has not finished; resume those stopped part-way.
+
+    ``workers`` (in-process) trains a round's clients in that many processes where the strategy
+    can (`fedsim.engines.inprocess.parallel.check_workers`); the others run in this one.
+    """
     from tqdm import tqdm
 
     cells = [(scheme, seed, arm) for scheme in plan["partitions"] for seed in range(plan["seeds"])
@@ -184,9 +192,21 @@ def run_grid(out: Path, plan: dict, *, quiet: bool = False) -> None:
                 continue
             bar.set_postfix_str(f"{scheme}, seed {seed}, {arm}")
             resume = (folder / "checkpoint.pt").exists()
-            run_strategy(config, folder, resume=resume, quiet=True, data=data, partition=partition, grid=grid)
+            run_strategy(config, folder, resume=resume, quiet=True, data=data, partition=partition, grid=grid,
+                         **({"workers": workers} if can_use_workers(plan, config, workers) else {}))
             bar.update(1)
     bar.close()
+
+
+def can_use_workers(plan: dict, config: RunConfig, workers: int) -> bool:
+    """Whether ``config``'s run takes ``workers`` > 1 processes (in-process, a strategy that trains locally)."""
+    if workers == 1 or plan["engine"] != "inprocess":
+        return False
+    try:
+        check_workers(workers, config)
+    except ValueError:
+        return False
+    return True
 
 
 def run_folder(out: Path, scheme: str, seed: int, arm: str) -> Path:
@@ -228,12 +248,14 @@ def copy_for_docs(out: Path, docs: Path) -> list[Path]:
 def main(argv=None) -> None:
     args = parse_args(argv)
     plan = grid_plan(args)
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise SystemExit(f"error: --workers {args.workers} must be in 1..{MAX_WORKERS}")
     out = Path(args.out)
     if RunFolder(out).holds_run() or RunFolder(out, kind="comparison").holds_run():
         raise SystemExit(f"error: --out {out} holds a fedsim run; choose another folder for the grid")
     open_grid(out, plan)
     started = time.perf_counter()
-    run_grid(out, plan, quiet=args.quiet)
+    run_grid(out, plan, quiet=args.quiet, workers=args.workers)
     named = {**plan, "strategies": [arm_name(arm) for arm in plan["strategies"]]}  # a user's algorithm by its name
     written = write_report(out, named, finished_runs(out, plan))
     if args.docs:

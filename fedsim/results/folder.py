@@ -23,7 +23,6 @@ files of their own beside runs (the benchmarks) use it too.
 from __future__ import annotations
 
 import contextlib
-import csv
 import io
 import json
 import math
@@ -41,6 +40,7 @@ from ..config.files import CODE_DIGESTS
 from ..interrupts import STOP_SIGNALS
 from ..provenance import ENVIRONMENT_KEY, environment
 from ..references import code_digests
+from .csv_tables import append_table, read_rows, write_table
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -253,14 +253,12 @@ class RunFolder:
 
     def write_table(self, name: str, columns, rows: list[dict]) -> Path:
         """Write ``rows`` as the CSV file ``name`` with ``columns``, atomically; NaN as an empty cell."""
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _cell(row.get(key)) for key in columns})
-        path = self.path / name
-        write_atomic(path, buffer.getvalue())
-        return path
+        write_table(self.path / name, columns, rows)
+        return self.path / name
+
+    def append_table(self, name: str, columns, rows: list[dict]) -> None:
+        """Add ``rows`` to the CSV file ``name`` written with ``columns`` (`fedsim.results.csv_tables.append_table`)."""
+        append_table(self.path / name, columns, rows)
 
     def read_table(self, name: str) -> list[dict]:
         """Read the CSV file ``name`` written by `write_table` as `read_rows` reads (nothing when it is absent)."""
@@ -380,28 +378,3 @@ def finite_or_null(value):
     if isinstance(value, (list, tuple)):
         return [finite_or_null(item) for item in value]
     return value
-
-
-def read_rows(path) -> list[dict]:
-    """Read a ``metrics.csv`` back, numbers as floats (ints for round and counters).
-
-    An empty cell (a value not measured that round) reads as NaN, in files of every version.
-    """
-    with open(path, encoding="utf-8", newline="") as stream:
-        return [{key: _parse(key, value) for key, value in row.items()} for row in csv.DictReader(stream)]
-
-
-def _cell(value):
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return value
-
-
-def _parse(key, value):
-    if key == "strategy":
-        return value
-    if value == "":
-        return math.nan
-    if key in ("round", "samples_seen", "bytes_communicated", "bytes_up", "bytes_down", "client", "n"):
-        return int(value)
-    return float(value)

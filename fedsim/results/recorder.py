@@ -142,7 +142,6 @@ class Recorder:
         self.folder = RunFolder(out) if out is not None else None
         self.progress = Progress()
         self.rows: list[dict] = []
-        self.client_rows: list[dict] = []  # clients.csv: each client's evaluation, round by round
         self.per_class: list[float] | None = None  # the last evaluation's accuracy of each class
         self.tensorboard = None  # the rows as TensorBoard scalars (``config.tensorboard``), opened by `start`
         self.checkpoint_round: int | None = None
@@ -248,7 +247,6 @@ class Recorder:
             self.per_class = list(metrics["per_class_accuracy"])
         if clients is not None:
             row.update(round_statistics(clients, self.config.client_target, holdout_of(self.partition)))
-            self.client_rows += [{"round": progress.round, **client} for client in clients]
         self.rows.append(row)
         if self.folder is not None:
             with deferred_interrupt():  # the rows, log and checkpoint of a round land together
@@ -257,7 +255,8 @@ class Recorder:
                     self.tensorboard.add(row)
                 if clients is not None:
                     columns = CLIENTS_CSV_COLUMNS + (PERSONAL_COLUMNS if "personal_accuracy" in clients[0] else ())
-                    self.folder.write_table(CLIENTS_CSV, columns, self.client_rows)
+                    self.folder.append_table(CLIENTS_CSV, columns, [{"round": progress.round, **client}
+                                                                    for client in clients])
                 self.folder.log(_log_line(row))
                 last = progress.round == self.config.rounds
                 if global_state is not None and (progress.round % self.config.checkpoint_every == 0 or last):
@@ -371,7 +370,11 @@ class Recorder:
         self.rows = [dict(row) for row in checkpoint["rows"]]
         self.checkpoint_round = self.progress.round
         # the clients' rows of rounds after the checkpoint are evaluated again: their old rows go
-        self.client_rows = [row for row in self.folder.read_table(CLIENTS_CSV) if row["round"] <= self.progress.round]
+        kept = [row for row in self.folder.read_table(CLIENTS_CSV) if row["round"] <= self.progress.round]
+        if kept:
+            self.folder.write_table(CLIENTS_CSV, list(kept[0]), kept)
+        elif (self.folder.path / CLIENTS_CSV).exists():
+            (self.folder.path / CLIENTS_CSV).unlink()
         # rounds logged after the checkpoint are replayed: their old lines go
         self.folder.rewrite_log([*map(_log_line, self.rows), f"resumed from the checkpoint of round {self.progress.round}"])
         return Restored(checkpoint["global_state"], checkpoint["engine"])

@@ -70,7 +70,7 @@ def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_witho
         evaluated = [client for client in clients if client["round"] == row["round"]]
         expected = client_statistics(evaluated, 0.5) if evaluated else dict.fromkeys(CLIENT_COLUMNS, np.nan)
         assert [row[key] for key in CLIENT_COLUMNS] == pytest.approx(list(expected.values()), nan_ok=True)
-    # killed after its round-2 checkpoint, with round 3's clients written since (every round evaluates them)
+    # killed after its round-2 checkpoint, with round 3's clients appended since (every round evaluates them)
     every = config.replace(eval_clients_every=1)
     run(every, tmp_path / "every")
     run(every.replace(rounds=2), tmp_path / "killed")
@@ -78,6 +78,8 @@ def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_witho
     shutil.copytree(tmp_path / "killed", longer)
     run(every.replace(rounds=3), longer, resume=True)
     shutil.copy(longer / "clients.csv", tmp_path / "killed" / "clients.csv")
+    with open(tmp_path / "killed" / "clients.csv", "a") as stream:
+        stream.write("1,2")  # and round 4's first row cut short by the kill, its round read as 1
     run(every, tmp_path / "killed", resume=True)
     resumed, straight = (read_rows(tmp_path / name / "clients.csv") for name in ("killed", "every"))
     assert [(row["round"], row["client"]) for row in resumed] == [(r, k) for r in range(1, 5) for k in range(5)]
@@ -163,3 +165,15 @@ def test_held_out_clients_never_train_and_are_evaluated_as_unseen(tmp_path, caps
             main(["run", "--dataset", "digits", "--num-partitions", "10", "--local-test-fraction", "0.2",
                   "--holdout-clients", share, "--out", str(tmp_path / f"bad{share}")])
         assert "`--holdout-clients`=" + share.rstrip("0") + " of 10 clients holds out" in capsys.readouterr().err
+
+
+def test_clients_csv_grows_by_the_new_rows_and_a_line_cut_short_is_not_read(tmp_path):
+    from fedsim.results.csv_tables import append_table
+
+    path = tmp_path / "clients.csv"
+    append_table(path, ["round", "client"], [{"round": 1, "client": 0}])
+    append_table(path, ["round", "client"], [{"round": 2, "client": 0}, {"round": 2, "client": 1}])
+    assert path.read_text() == "round,client\n1,0\n2,0\n2,1\n"
+    with open(path, "a") as stream:
+        stream.write("3,")
+    assert read_rows(path) == [{"round": 1, "client": 0}, {"round": 2, "client": 0}, {"round": 2, "client": 1}]
