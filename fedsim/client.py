@@ -234,6 +234,15 @@ def predict(model: torch.nn.Module, images: torch.Tensor, data, batch_size: int 
     return torch.cat(logits)
 
 
+def local_step_count(num_samples: int, training: LocalTraining) -> int:
+    """Return how many batches `local_batches` yields for a shard of ``num_samples`` (> 0), without drawing them."""
+    if training.local_steps is not None:
+        return training.local_steps
+    full, rest = divmod(num_samples, training.batch_size)
+    dropped = training.drop_last and num_samples >= training.batch_size  # a short last batch skipped
+    return training.epochs * (full + (1 if rest and not dropped else 0))
+
+
 def local_batches(shard: torch.Tensor, training: LocalTraining, generator: torch.Generator):
     """Yield a client's index batches: ``epochs`` shuffled passes, or ``local_steps`` batches across reshuffles.
 

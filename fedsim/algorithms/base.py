@@ -32,6 +32,9 @@ than a list of names:
 - ``needs_client_loop``: clients train one by one with the hooks (true when `local_terms` or
   `after_client` is overridden), so the one-step fusion, which trains clients together with
   plain SGD, does not apply.
+- ``vectorizable``: clients may train as a cohort, stacked (`fedsim.engines.inprocess.vectorized`):
+  true without client terms; a class that overrides `local_terms` declares it, and its terms
+  give their stacked form (`LocalTerms.stacked`), as FedProx's and SCAFFOLD's do.
 
 A method's own settings are declared in ``options`` (name -> `Option`), set with
 ``--algorithm-option name=value`` or an ``[algorithm_options]`` table, checked against their
@@ -117,6 +120,33 @@ class LocalTerms:
     def after_step(self, params: list[torch.Tensor]) -> None:
         """Change the parameters in place after each optimizer step (runs under ``torch.no_grad``)."""
 
+    @classmethod
+    def stacked(cls, terms: list[LocalTerms]) -> LocalTerms | None:
+        """Return one `LocalTerms` that acts for all of ``terms``' clients at once, or ``None`` where it cannot.
+
+        A round's clients may train as a cohort (`fedsim.engines.inprocess.vectorized`): each
+        parameter stacked along a first dimension, one row per client in the order of ``terms``
+        (``None`` for a client without terms, where `Algorithm.local_terms` gave none).
+        The stacked form's `penalty` and `after_step` receive those stacks, cut to the clients still
+        training (the first rows, as many as ``params[0].shape[0]``): `penalty` returns the sum of
+        the clients' penalties, and `after_step` changes each client's row as its own terms would.
+        Its `training` context runs around the cohort's whole training, and a loss per sample comes
+        from `step_inputs` and `client_sample_loss` (MOON's contrast); `sample_loss` is not used.
+        ``None`` (the default) trains such clients in turn.
+        """
+        return None
+
+    def step_inputs(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+        """A stacked form's tensors for each step, from the active clients' batches (clients x batch x ...),
+        computed outside the vmapped forward and handed to `client_sample_loss` one client's slice at a time."""
+        return []
+
+    def client_sample_loss(self, inputs: torch.Tensor, outputs: torch.Tensor,
+                           extras: list[torch.Tensor]) -> torch.Tensor | None:
+        """A stacked form's extra loss per sample of one client's batch (shape ``(batch,)``), inside the vmapped
+        forward, with that client's slices of `step_inputs`; ``None`` for none."""
+        return None
+
 
 _CLIENT_HOOKS = ("local_terms", "after_client")
 
@@ -149,6 +179,10 @@ class Algorithm:
     linear: bool = True
     #: Clients must train one by one with the hooks (`local_terms` or `after_client` overridden).
     needs_client_loop: bool = False
+    #: Clients may train as a cohort (`fedsim.engines.inprocess.vectorized`): the method's client terms have a
+    #: stacked form (`LocalTerms.stacked`). True without client terms; a class that overrides
+    #: `local_terms` declares it.
+    vectorizable: bool = True
     #: Bytes a client receives and sends besides the model, per round (SCAFFOLD's control variates).
     extra_bytes: int = 0
     #: What each client keeps between the rounds it takes part in, if anything.
@@ -167,6 +201,8 @@ class Algorithm:
         elif cls.linear and overrides_aggregate:
             raise TypeError(f"{cls.__name__} overrides `aggregate` but declares `linear` = True: the engines would "
                             "keep a running weighted sum and never call it; remove the declaration")
+        if "vectorizable" not in cls.__dict__ and "local_terms" in cls.__dict__:
+            cls.vectorizable = False
         if "needs_client_loop" not in cls.__dict__:
             cls.needs_client_loop = any(getattr(cls, hook) is not getattr(Algorithm, hook) for hook in _CLIENT_HOOKS)
 

@@ -22,8 +22,20 @@ class Proximal(LocalTerms):
         self.anchor, self.mu = anchor, mu
 
     def penalty(self, params) -> torch.Tensor:
-        """``mu/2 |w - w_t|^2`` over the parameters."""
+        """``mu/2 |w - w_t|^2`` over the parameters (stacked clients' rows: the sum of their terms)."""
         return self.mu / 2 * sum(((param - start) ** 2).sum() for param, start in zip(params, self.anchor))
+
+    @classmethod
+    def stacked(cls, terms: list[Proximal]) -> Proximal | None:
+        """The clients' common term, which broadcasts over their stacked rows (one anchor, one mu)."""
+        if any(term is None for term in terms):
+            return None
+        first = terms[0]
+        same_anchor = all(len(term.anchor) == len(first.anchor) and all(
+            mine is theirs for mine, theirs in zip(term.anchor, first.anchor)) for term in terms)
+        if same_anchor and all(term.mu == first.mu for term in terms):
+            return first
+        return None
 
 
 class FedProx(Algorithm):
@@ -35,6 +47,7 @@ class FedProx(Algorithm):
 
     name = "fedprox"
     needs_client_loop = False  # the proximal gradient vanishes at the one step the fusion takes
+    vectorizable = True  # the proximal term broadcasts over a cohort's stacked rows
 
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)

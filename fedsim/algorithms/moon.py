@@ -27,6 +27,7 @@ import copy
 
 import torch
 from torch import nn
+from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from ..client import set_state
@@ -76,10 +77,10 @@ def representation(model: nn.Module, inputs: torch.Tensor, captured: list | None
     return kept[-1]
 
 
-class ModelContrast(LocalTerms):
-    """The frozen global and previous models of MOON, and the contrastive loss they give a batch.
+class ModelContrast:
+    """The frozen global and previous models of MOON, shared by every client, and each client's contrast.
 
-    One pair of model copies serves every client (loaded per client), as one model object
+    One pair of model copies serves every client (loaded as each trains), as one model object
     serves every client's training.
 
     Parameters
@@ -96,20 +97,35 @@ class ModelContrast(LocalTerms):
         self.mu, self.temperature = mu, temperature
         self.global_model = copy.deepcopy(model).eval().requires_grad_(False)
         self.previous_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    def for_client(self, global_state: list[torch.Tensor], previous_state: list[torch.Tensor] | None):
+        """Return the client's contrast against ``global_state`` and its ``previous_state``; ``None`` without one."""
+        if previous_state is None:
+            return None
+        return ClientContrast(self, global_state, previous_state)
+
+    def loss(self, local: torch.Tensor, glob: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
+        """Return ``mu * l_con`` of each sample from its three representations."""
+        logits = torch.stack([F.cosine_similarity(local, glob, dim=-1),
+                              F.cosine_similarity(local, previous, dim=-1)], dim=-1) / self.temperature
+        # the positive pair is class 0
+        return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
+
+
+class ClientContrast(LocalTerms):
+    """One client's model-contrastive loss: its representation against the global and its previous model's."""
+
+    def __init__(self, contrast: ModelContrast, global_state: list[torch.Tensor], previous_state: list[torch.Tensor]):
+        self.contrast, self.global_state, self.previous_state = contrast, global_state, previous_state
         self._local: list[torch.Tensor] = []
         self._model: nn.Module | None = None
 
-    def for_client(self, global_state: list[torch.Tensor], previous_state: list[torch.Tensor] | None):
-        """Load the round's global model and the client's previous one; ``None`` if it has none (no term)."""
-        if previous_state is None:
-            return None
-        set_state(self.global_model, global_state)
-        set_state(self.previous_model, previous_state)
-        return self
-
     @contextlib.contextmanager
     def training(self, model: nn.Module):
-        """While the client trains ``model``: capture its representation at each forward (or call its own method)."""
+        """While the client trains ``model``: the frozen models hold its two states, and each forward's
+        representation is captured (or its own method called)."""
+        set_state(self.contrast.global_model, self.global_state)
+        set_state(self.contrast.previous_model, self.previous_state)
         self._model = model
         if hasattr(model, "representation"):
             yield self
@@ -121,12 +137,64 @@ class ModelContrast(LocalTerms):
         """Return ``mu * l_con`` for each sample of the batch the trained model has just forwarded."""
         local = representation(self._model, inputs, self._local)
         with torch.no_grad():
-            glob = representation(self.global_model, inputs)
-            previous = representation(self.previous_model, inputs)
-        logits = torch.stack([F.cosine_similarity(local, glob, dim=-1),
-                              F.cosine_similarity(local, previous, dim=-1)], dim=1) / self.temperature
-        # the positive pair is class 0
-        return self.mu * F.cross_entropy(logits, torch.zeros_like(logits[:, 0], dtype=torch.int64), reduction="none")
+            glob = representation(self.contrast.global_model, inputs)
+            previous = representation(self.contrast.previous_model, inputs)
+        return self.contrast.loss(local, glob, previous)
+
+    @classmethod
+    def stacked(cls, terms: list[ClientContrast | None]) -> StackedContrast | None:
+        """The cohort's contrasts, previous models stacked (a client without one has no term); ``None`` for a model
+        with its own ``representation`` method, which a second pass outside the vmapped forward would need."""
+        present = [term for term in terms if term is not None]
+        contrast = present[0].contrast
+        if hasattr(contrast.global_model, "representation"):
+            return None
+        return StackedContrast(contrast, present[0].global_state,
+                               [None if term is None else term.previous_state for term in terms])
+
+
+class StackedContrast(LocalTerms):
+    """MOON's contrast for a cohort: the global model's representation of every client's batch in one forward, each
+    client's previous model's from its stacked parameters, and each client's loss inside the vmapped forward."""
+
+    def __init__(self, contrast: ModelContrast, global_state: list[torch.Tensor],
+                 previous: list[list[torch.Tensor] | None]):
+        self.contrast = contrast
+        set_state(contrast.global_model, global_state)
+        names = [name for name, _ in contrast.previous_model.named_parameters()]
+        # a client without a previous model contrasts nothing: a placeholder row, its term multiplied by 0
+        self.previous = {name: torch.stack([(state or global_state)[index] for state in previous])
+                         for index, name in enumerate(names)}
+        self.has_previous = torch.tensor([state is not None for state in previous], dtype=global_state[0].dtype,
+                                         device=global_state[0].device)
+        self._local: list[torch.Tensor] = []
+
+    @contextlib.contextmanager
+    def training(self, model: nn.Module):
+        """While the cohort trains ``model`` (vmapped): each forward's representation is captured."""
+        with captured_representation(model) as self._local:
+            yield self
+
+    @torch.no_grad()
+    def step_inputs(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+        """Return, for the active clients' batches ``inputs`` (clients x batch x ...), the global and previous
+        models' representations and whether each client has a previous model."""
+        active, batch = inputs.shape[:2]
+        glob = representation(self.contrast.global_model, inputs.flatten(0, 1)).reshape(active, batch, -1)
+        model = self.contrast.previous_model
+
+        def previous_representation(params, client_inputs):
+            with captured_representation(model) as kept:
+                functional_call(model, params, (client_inputs,))
+            return kept[-1]
+
+        rows = {name: stack[:active] for name, stack in self.previous.items()}
+        return [glob, vmap(previous_representation)(rows, inputs), self.has_previous[:active]]
+
+    def client_sample_loss(self, inputs: torch.Tensor, outputs: torch.Tensor, extras: list[torch.Tensor]):
+        """Return one client's ``mu * l_con`` per sample (zero without a previous model), inside the vmapped forward."""
+        glob, previous, has_previous = extras
+        return has_previous * self.contrast.loss(self._local[-1], glob, previous)
 
 
 class Moon(Algorithm):
@@ -137,6 +205,7 @@ class Moon(Algorithm):
     """
 
     stateful_clients = True
+    vectorizable = True  # the contrasts stacked (ClientContrast.stacked), for a model without its own representation
 
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
@@ -145,7 +214,7 @@ class Moon(Algorithm):
         self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
         self.client_states = ClientStates(global_state)
 
-    def local_terms(self, client, global_state) -> ModelContrast | None:
+    def local_terms(self, client, global_state) -> ClientContrast | None:
         """Return the contrast against the global model and ``client``'s previous one (none the first time)."""
         return self.contrast.for_client(global_state, self.client_states.get(client))
 

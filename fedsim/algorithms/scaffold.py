@@ -19,6 +19,23 @@ class StepCorrection(LocalTerms):
         """Apply the correction."""
         torch._foreach_add_(params, self.correction, alpha=-self.lr)
 
+    @classmethod
+    def stacked(cls, terms: list[StepCorrection]) -> StackedStepCorrection | None:
+        """The clients' corrections stacked, one row per client."""
+        if any(term is None for term in terms):
+            return None
+        return StackedStepCorrection([torch.stack(rows) for rows in zip(*(term.correction for term in terms))],
+                                     terms[0].lr)
+
+
+class StackedStepCorrection(StepCorrection):
+    """SCAFFOLD's correction for a cohort: each client's row of ``w -= lr * (c - c_k)``, for the rows still training."""
+
+    def after_step(self, params) -> None:
+        """Apply each active client's correction."""
+        active = params[0].shape[0]
+        torch._foreach_add_(params, [correction[:active] for correction in self.correction], alpha=-self.lr)
+
 
 class Scaffold(Algorithm):
     """SCAFFOLD (Karimireddy et al., "SCAFFOLD: Stochastic Controlled Averaging for Federated Learning", ICML 2020).
@@ -36,6 +53,7 @@ class Scaffold(Algorithm):
     """
 
     stateful_clients = True
+    vectorizable = True  # each cohort's corrections stacked (StepCorrection.stacked)
 
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)

@@ -46,6 +46,8 @@ def command_run(args) -> None:
                  workers=args.workers)
     print()
     print(comparison_table({config.label: result}))
+    if "client_training" in result.summary:  # FedAvg's round: as cohorts, or the loop and why
+        print(f"\nclients trained: {result.summary['client_training']}")
     clients = ", clients.csv" if partition.local_test is not None else ""
     print(f"\nresults in {args.out}/ (metrics.csv{clients}, summary.json, learning_curves.png, config.json, "
           "partition.json, checkpoint.pt, model.pt, log.txt)")

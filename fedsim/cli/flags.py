@@ -102,6 +102,10 @@ HELP = {
     "label_smoothing": "cross-entropy label smoothing in [0, 1)",
     "fused": "one forward of K x B samples (allreduce/reweighted), or of every client whose round is one SGD "
              "step (fedavg, fednova), where that computes what one forward each would",
+    "vectorize": "train a round's clients in cohorts at once with torch.func (fedsim run, compare): --vectorize "
+                 "requires it, --no-vectorize runs the loop (default: where it applies)",
+    "vectorize_chunk": "the most clients a cohort trains at once; its memory is three copies of the model per "
+                       "client",
     "compression": "allreduce/reweighted: how gradients travel: none, fp16, bf16, int8, or powersgd (fedsim ddp "
                    "only); bytes are counted compressed",
     "powersgd_rank": "--compression powersgd: the rank of its low-rank approximation, >= 1",

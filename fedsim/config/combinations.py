@@ -30,3 +30,20 @@ def check_gradient_settings(config) -> None:
             raise ValueError(f"`sync_bn`=True with `weights`='dynamic' weighs each rank's loss before its "
                              f"backward, which needs the whole batch's loss first: `micro_batches` must be 1, "
                              f"got {config.micro_batches}")
+
+
+def check_vectorize(config, defaults: dict) -> None:
+    """Refuse a ``vectorize`` that is not true, false or unset, and a cohort size with the loop chosen."""
+    if not (config.vectorize is None or isinstance(config.vectorize, bool)):
+        raise TypeError(f"`vectorize` must be true, false or unset (where it applies), got {config.vectorize!r}")
+    if config.vectorize is False and config.vectorize_chunk != defaults["vectorize_chunk"]:
+        raise ValueError(f"`vectorize_chunk`={config.vectorize_chunk} does nothing with `vectorize`=False (the loop "
+                         "trains one client at a time); remove one of them")
+
+
+def check_clients_one_at_a_time(config, engine: str) -> None:
+    """Refuse ``vectorize``=True on ``engine``, whose processes (Flower's nodes, DDP's ranks) train one client at a time."""
+    if config.vectorize:
+        raise ValueError(f"`vectorize`=True trains a round's clients as cohorts in one process; {engine} trains each "
+                         "client alone in the process that serves it: leave `vectorize` out, or run it with "
+                         "`fedsim run` or `fedsim compare`")

@@ -11,7 +11,7 @@ from partitions.pathological import CLASS_ASSIGNMENT_MODES
 from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
 from .client_evaluation import check_client_evaluation
-from .combinations import check_gradient_settings, check_server_optimizer
+from .combinations import check_gradient_settings, check_server_optimizer, check_vectorize
 from .extras import check_tensorboard_installed
 from .ranges import NUMBER_RANGES
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
@@ -171,6 +171,11 @@ class RunConfig:
         rule); otherwise a loop over ranks. FedAvg's round: the clients whose round is one SGD
         step on one batch train in one forward and backward
         (`fedsim.engines.inprocess.one_step`); otherwise a loop over clients.
+    vectorize : bool, optional
+        FedAvg's round in-process: train a round's clients in cohorts with torch.func
+        (`fedsim.engines.inprocess.vectorized`). ``None``: where it applies; ``True``: refused where not.
+    vectorize_chunk : int
+        The most clients a cohort trains at once (three model copies each: parameters, gradients, state).
     sync_bn : bool
         allreduce/reweighted: BatchNorm statistics over every rank's batch at once
         (`fedsim.comm.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
@@ -243,6 +248,8 @@ class RunConfig:
     tensorboard: str | None = None
     label_smoothing: float = 0.0
     fused: bool = True
+    vectorize: bool | None = None
+    vectorize_chunk: int = 128
     compression: str = "none"
     powersgd_rank: int = 2
     sync_bn: bool = False
@@ -273,7 +280,7 @@ class RunConfig:
         # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
         integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
                                          "checkpoint_every", "classes_per_partition", "shards_per_partition",
-                                         "max_tries", "powersgd_rank", "micro_batches")}
+                                         "max_tries", "powersgd_rank", "micro_batches", "vectorize_chunk")}
         integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}),
                         **({} if self.eval_clients_every is None else {"eval_clients_every": 1}),
                         **({} if self.personalize_steps is None else {"personalize_steps": 1}))
@@ -297,6 +304,7 @@ class RunConfig:
             raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
                              "sets the local work; give one of the two")
         check_client_evaluation(self, _FIELD_DEFAULTS, strategy.local_training)
+        check_vectorize(self, _FIELD_DEFAULTS)
         if self.tensorboard is not None:  # absolute: a Flower ServerApp runs in another folder
             check_tensorboard_installed()
             object.__setattr__(self, "tensorboard", str(Path(self.tensorboard).expanduser().resolve()))

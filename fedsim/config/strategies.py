@@ -81,6 +81,8 @@ SETTINGS: dict[str, Setting] = {
     "uneven": Setting(_GRADIENT, "how allreduce and reweighted treat shards of different sizes"),
     "fused": Setting(_GRADIENT | {"fedavg", "fednova"}, "the one forward over all ranks (allreduce, reweighted) "
                      "or over the clients that take one step (fedavg, fednova)"),
+    "vectorize": Setting(LOCAL, "the clients trained as cohorts (in-process)"),
+    "vectorize_chunk": Setting(LOCAL, "the most clients a cohort trains at once"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
     "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with `compression`='powersgd'"),
     "sync_bn": Setting(_GRADIENT, "allreduce and reweighted's BatchNorm over all ranks' batches"),

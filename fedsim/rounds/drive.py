@@ -16,7 +16,7 @@ def drive(recorder, rounds, evaluation) -> dict:
         Started (and restored, when resuming).
     rounds : object
         The engine's rounds: ``train_round(round, samples_before, target)``, ``global_state``
-        and ``state_dict()``.
+        and ``state_dict()``; optionally ``run_notes()``, entries the summary records.
     evaluation : fedsim.results.client_eval.Evaluation or None
         Evaluates the global model after a round; ``None`` where this process does not evaluate
         (a DDP rank other than 0).
@@ -29,7 +29,8 @@ def drive(recorder, rounds, evaluation) -> dict:
             metrics, clients, eval_s = evaluate_round(recorder, round_index, evaluation)
             recorder.record_round(stats, metrics, wall_s=time.perf_counter() - started, eval_s=eval_s,
                                   global_state=rounds.global_state, engine_state=rounds.state_dict, clients=clients)
-        return recorder.finish(rounds.global_state)
+        notes = getattr(rounds, "run_notes", None)  # how the engine ran, for the summary
+        return recorder.finish(rounds.global_state, extra=notes() if notes else None)
 
 
 class GradientCheckpoint:

@@ -120,7 +120,7 @@ def test_scaffold_follows_option_two_and_its_first_round_is_fedavg(tmp_path):
     # with every control variate still zero, the first round is FedAvg's
     first = run(config.replace(rounds=1)).global_state
     torch.testing.assert_close(first, run(config.replace(rounds=1, strategy="fedavg", local_steps=STEPS)).global_state,
-                               rtol=0, atol=0)
+                               rtol=0, atol=0)  # both clients' training as cohorts, SCAFFOLD's correction zero
     # the control variates travel both ways: twice FedAvg's bytes for a model without buffers
     fedavg = run(config.replace(strategy="fedavg", local_steps=STEPS, rounds=1))
     assert scaffold.rows[0]["bytes_up"] == 2 * fedavg.rows[0]["bytes_up"]
@@ -207,7 +207,7 @@ def test_moon_adds_the_model_contrastive_loss_from_the_second_round(tmp_path):
     torch.testing.assert_close(moon.global_state, x, **EXACT)
     first = run(config.replace(rounds=1)).global_state  # no client has a previous model yet: FedAvg
     torch.testing.assert_close(first, run(config.replace(rounds=1, strategy="fedavg", local_steps=STEPS)).global_state,
-                               rtol=0, atol=0)
+                               rtol=0, atol=0)  # both clients' training as cohorts, without a contrast
     run(config.replace(rounds=1), tmp_path / "m")
     torch.testing.assert_close(run(config, tmp_path / "m", resume=True).global_state, moon.global_state, **EXACT)
 

@@ -100,6 +100,8 @@ UNREAD = [
     (["--client-state-memory", "64"], "allreduce", "`--client-state-memory`=64.0"),
     (["--client-dropout", "0.2"], "reweighted", "`--client-dropout`=0.2"),
     (["--stragglers", "0.5"], "allreduce", "`--stragglers`=0.5"),
+    (["--vectorize"], "allreduce", "`--vectorize`"),
+    (["--vectorize-chunk", "8"], "reweighted", "`--vectorize-chunk`=8"),
 ]
 
 

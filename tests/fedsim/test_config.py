@@ -42,6 +42,8 @@ UNREAD = [
     ("client_state_memory", 64.0, "reweighted"),
     ("client_dropout", 0.2, "allreduce"),
     ("stragglers", 0.5, "reweighted"),
+    ("vectorize", True, "allreduce"),
+    ("vectorize_chunk", 8, "reweighted"),
 ]
 
 

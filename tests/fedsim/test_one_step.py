@@ -16,7 +16,7 @@ from .numerics import EXACT, assert_rows_close, relative_distance
 
 # digits: 1,797 images over 60 clients, about 24 each; with batch 32 most rounds are one step
 BASE = {"dataset": "digits", "model": "mlp", "dtype": "float64", "num_partitions": 60, "fraction": 0.5,
-        "rounds": 3, "batch_size": 32, "lr": 0.1}
+        "rounds": 3, "batch_size": 32, "lr": 0.1, "vectorize": False}
 CASES = {
     "fedavg, all one step": {"partition": "iid"},
     # FedProx's term is zero at a client's only step, which starts from the global model: the one-step clients

@@ -56,11 +56,12 @@ def fail_in_worker(how):
 ])
 def test_a_worker_that_dies_or_fails_stops_the_run_with_an_error_naming_it(tmp_path, monkeypatch, how, message):
     monkeypatch.setattr(FedAvgRounds, "train_client", fail_in_worker(how))
+    looped = RunConfig(**SETTINGS, vectorize=False)  # each client through `train_client`
     with pytest.raises(RuntimeError, match=message):
-        run(RunConfig(**SETTINGS), tmp_path / "run", workers=2)
+        run(looped, tmp_path / "run", workers=2)
     assert multiprocessing.active_children() == []
     monkeypatch.undo()  # the checkpoint of round 0 resumes, in one process or on workers
-    resumed = run(RunConfig(**SETTINGS), tmp_path / "run", resume=True, workers=2)
+    resumed = run(looped, tmp_path / "run", resume=True, workers=2)
     assert [row["round"] for row in resumed.rows] == [1, 2, 3]
 
 

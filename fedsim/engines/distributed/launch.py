@@ -136,10 +136,12 @@ def check_world_size(config, world_size: int) -> None:
     """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
     from ...algorithms import check_clients_shared_out
     from ...build import check_reaches_other_processes
+    from ...config.combinations import check_clients_one_at_a_time
     from ...config.strategies import get_strategy
 
     check_clients_shared_out(config.strategy, "fedsim ddp")
     check_reaches_other_processes(config, "fedsim ddp")
+    check_clients_one_at_a_time(config, "fedsim ddp")
     if world_size < 1:
         raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
     if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:

@@ -14,6 +14,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from ...build import RunSetup, check_reaches_other_processes
 from ...results.client_eval import Evaluation
+from ...config.combinations import check_clients_one_at_a_time
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
 from ...results.folder import RunFolder
@@ -79,6 +80,7 @@ def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
     their nodes for one Flower run, so such a run cannot be resumed (``resume``).
     """
     check_reaches_other_processes(config, "the Flower engine")
+    check_clients_one_at_a_time(config, "the Flower engine")
     local = get_strategy(config.strategy).local_training
     if local and config.local_test_fraction is not None and algorithm_class(config.strategy).has_personal_models():
         raise ValueError(f"`strategy`={config.strategy!r} evaluates each client's own model, whose personal parts "

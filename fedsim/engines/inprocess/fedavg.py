@@ -1,4 +1,5 @@
-"""FedAvg rounds in this process: the clients whose round is one SGD step train together (`OneStepClients`)."""
+"""FedAvg rounds in this process: one-step clients in one fused forward (`OneStepClients`), the others as cohorts
+(`VectorizedClients`) where that applies, else in turn."""
 
 from __future__ import annotations
 
@@ -7,23 +8,51 @@ import torch
 from ...results.recorder import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from .one_step import OneStepClients
+from .vectorized import VectorizedClients, automatic_refusal, vectorize_refusal
 
 
 class InProcessFedAvgRounds(FedAvgRounds):
-    """`fedsim.rounds.fedavg.FedAvgRounds` whose one-step clients train in one fused forward and backward.
+    """`fedsim.rounds.fedavg.FedAvgRounds` whose clients train together where the arithmetic allows.
 
-    Takes `FedAvgRounds`' parameters. The others train in turn on the one model object.
+    Takes `FedAvgRounds`' parameters. The clients whose round is one SGD step train in one fused
+    forward and backward; the others train as cohorts (``vectorize``), or in turn on the one
+    model object.
+
+    Attributes
+    ----------
+    loop_reason : str or None
+        Why the clients do not train as cohorts (``None`` when they do).
+
+    Raises
+    ------
+    ValueError
+        ``vectorize`` is True where it does not apply, with the reason.
     """
 
     def __init__(self, config, model, data, task, partition):
         super().__init__(config, model, data, task, partition)
         self.one_step = OneStepClients(self) if OneStepClients.applies(self) else None
+        self.loop_reason = "`vectorize`=False" if config.vectorize is False else vectorize_refusal(self)
+        if config.vectorize and self.loop_reason:
+            raise ValueError(f"`vectorize`=True: {self.loop_reason}; leave `vectorize` out to run the loop")
+        if config.vectorize is None and self.loop_reason is None:
+            self.loop_reason = automatic_refusal(self)
+        self.vectorized = None if self.loop_reason else VectorizedClients(self, config.vectorize_chunk)
 
     def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
                       stats: RoundStats) -> None:
-        """Train the one-step clients together, then the others in turn (`FedAvgRounds.train_clients`)."""
+        """Train the one-step clients together, then the others as cohorts or in turn (`FedAvgRounds.train_clients`)."""
         if self.one_step is not None:
             fused, assignments = self.one_step.split(round_index, assignments)
             if fused:
                 self.one_step.train(fused, weighted_sum, stats)
+        if self.vectorized is not None and assignments:
+            assignments = self.vectorized.train(round_index, assignments, weighted_sum, stats)
         super().train_clients(round_index, assignments, weighted_sum, stats)
+
+    def run_notes(self) -> dict:
+        """What the run's summary records of how its clients trained: as cohorts (and their memory), or the loop."""
+        if self.vectorized is None or self.vectorized.random_forward:
+            return {"client_training": f"loop: {self.loop_reason or self.vectorized.random_forward}"}
+        return {"client_training": f"vectorized, cohorts of up to {self.vectorized.chunk} clients",
+                "vectorized_peak_mb": round(self.vectorized.peak_bytes / 2**20, 1)}

@@ -1,0 +1,324 @@
+"""A round's clients trained as a cohort: stacked parameters, one vmapped gradient per local step (torch.func).
+
+The per-client loop (`fedsim.client.client_update`) trains clients one after another on one
+model object. Here a cohort of up to ``vectorize_chunk`` clients trains at once: each parameter
+is stacked along a first dimension, one row per client, and each local step is one call of
+``vmap(grad(loss))`` over every client's batch (``torch.func.functional_call`` on the shared
+model), followed by one optimizer step on the stacks (`fedsim.engines.inprocess.stacked_optim`).
+
+Each client keeps what the loop gives it:
+
+- its own parameters and optimizer state (SGD with momentum, weight decay and Nesterov; Adam, AdamW);
+- its batches, in its own order, drawn from its own stream together with its augmentation and
+  feature noise, outside ``vmap`` and in the loop's order;
+- its own number of local steps (its shard's size, a straggler's partial work). The cohort is
+  ordered by decreasing step count, so that the clients still training at step ``t`` are the
+  first ``n_t`` rows: a step works on views of those rows, and a finished client's parameters
+  and state stop changing without masks or wasted work;
+- its batch's mean loss, a short last batch included: batches are padded to the step's longest
+  with samples of weight zero;
+- its dropout masks, drawn from its own stream before each step (`fedsim.engines.inprocess.cohort_dropout`).
+
+An algorithm's client terms take part through their stacked form (`fedsim.algorithms.LocalTerms.stacked`:
+FedProx's proximal term, SCAFFOLD's correction, MOON's contrast with each client's previous model
+stacked); `after_client` and the round's sums see each
+client's trained row as the loop's clients' models. The result equals the loop's up to the order of
+floating-point sums (``vectorize=False`` runs the loop; the tests compare the two in float64).
+
+Where it does not apply, the loop runs, and `vectorize_refusal` says why: BatchNorm (whose
+running statistics a forward updates in place), dropout other than ``nn.Dropout``'s elementwise
+masks, AMP, micro-batches, and client terms without a stacked form (a user's, or MOON's with a model's own ``representation`` method).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+from torchvision.ops import StochasticDepth
+
+from ...algorithms.base import LocalTerms
+from ...client import local_batches, local_step_count
+from ...data import normalize
+from ...results.recorder import RoundStats
+from ...seeding import Stream, torch_generator
+from ...training import as_index_tensor, training_batch
+from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
+from .stacked_optim import stacked_optimizer
+
+#: A cohort's client terms without a common stacked form: its clients train in the loop.
+UNSTACKABLE = object()
+
+
+def vectorize_refusal(rounds) -> str | None:
+    """Return why ``rounds``' clients cannot train as a cohort, or ``None`` where they can.
+
+    Parameters
+    ----------
+    rounds : fedsim.rounds.fedavg.FedAvgRounds
+        Whose model, local training and algorithm decide.
+    """
+    training, model = rounds.training, rounds.model
+    if training.amp:
+        return "AMP scales each client's fp16 loss on its own, which a cohort's one step does not"
+    if training.micro_batches > 1:
+        return ("`micro_batches` splits a step to save memory; a cohort's memory is bounded by `vectorize_chunk` "
+                "instead")
+    if any(isinstance(module, StochasticDepth) and module.p > 0 for module in model.modules()):
+        return "stochastic depth draws which blocks to skip from the global random stream, not from each client's own"
+    if any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules()):
+        return "BatchNorm updates its running statistics in place during the forward, which vmap cannot do per client"
+    other = next((layer for layer in dropout_layers(model) if type(layer) is not ELEMENTWISE), None)
+    if other is not None:
+        return (f"{type(other).__name__} drops whole channels or keeps a self-normalizing scale; a cohort draws "
+                "the elementwise masks of nn.Dropout for each client")
+    if not rounds.algorithm.vectorizable:
+        return f"{rounds.algorithm.name}'s client terms have no stacked form (`LocalTerms.stacked`)"
+    return None
+
+
+def automatic_refusal(rounds) -> str | None:
+    """Return why ``vectorize`` left unset keeps the loop although the cohort would compute the same, or ``None``.
+
+    On the CPU, vmap runs a convolution with each client's own weights as one grouped
+    convolution, which is slower than the loop's convolutions (``benchmarks/vectorize_speed.py``:
+    the McMahan CNN at 0.7x to 1x); ``vectorize``=True runs it anyway.
+    """
+    on_cpu = next(rounds.model.parameters()).device.type == "cpu"
+    if on_cpu and any(isinstance(module, nn.modules.conv._ConvNd) for module in rounds.model.modules()):
+        return ("on the CPU a convolution with each client's own weights runs as a grouped convolution, slower than "
+                "the loop (`vectorize`=True runs it anyway)")
+    return None
+
+
+@dataclass
+class CohortClient:
+    """One client of a cohort: its weight in the round, step count, batches and random stream."""
+
+    client: int
+    weight: float
+    steps: int
+    generator: torch.Generator
+    batches: Iterator[torch.Tensor]  # the client's `local_batches`
+    noise: float
+    dropout: torch.Generator | None = None  # draws its dropout masks, as the loop's global generator
+    samples: int = 0
+    loss_sum: float = 0.0
+
+
+class VectorizedClients:
+    """Train a round's clients in cohorts of ``chunk`` (see the module's text).
+
+    Parameters
+    ----------
+    rounds : fedsim.rounds.fedavg.FedAvgRounds
+        Whose model, data, task, config, algorithm and global state the clients use.
+    chunk : int
+        The most clients trained at once (``vectorize_chunk``): their stacked parameters, gradients
+        and optimizer state take about three model copies each (the 2NN: 0.8 MB a copy in float32;
+        the McMahan CNN: 6.7 MB).
+    """
+
+    def __init__(self, rounds, chunk: int):
+        self.rounds, self.chunk = rounds, chunk
+        model = rounds.model
+        self.names = [name for name, _ in model.named_parameters()]
+        self.trainable = [param.requires_grad for param in model.parameters()]
+        self.buffers = dict(model.named_buffers())
+        # plain inputs need no per-client draw: a step's batches are gathered and normalised at once
+        self.plain_inputs = rounds.data.augmentation == "none" and not any(rounds.noise)
+        self.dropout = CohortDropout(model, rounds.data) if dropout_layers(model) else None
+        self.peak_bytes = 0
+        self._terms = None  # the cohort's stacked client terms, which the vmapped loss reads
+        self.random_forward: str | None = None  # why cohorts stopped: a random draw vmap cannot make per client
+        self._gradients = vmap(grad(self._client_loss, has_aux=True))
+
+    def train(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
+              stats: RoundStats) -> list[tuple[int, float]]:
+        """Train the (client, weight) pairs' clients; add their scaled trained models to ``weighted_sum``.
+
+        Returns the pairs left to the loop: a lone client (a cohort of one gains nothing), and a cohort
+        whose client terms have no common stacked form.
+        """
+        left = []
+        for start in range(0, len(assignments), self.chunk):
+            cohort = assignments[start : start + self.chunk]
+            if len(cohort) == 1 or self.random_forward is not None or \
+                    not self._train_cohort(round_index, cohort, weighted_sum, stats):
+                left.extend(cohort)
+        return left
+
+    def _train_cohort(self, round_index: int, assignments: list[tuple[int, float]],
+                      weighted_sum: list[torch.Tensor], stats: RoundStats) -> bool:
+        """Train one cohort, or return False where its clients are left to the loop (nothing of theirs added yet)."""
+        try:
+            return self._train_stacked(round_index, assignments, weighted_sum, stats)
+        except RuntimeError as error:
+            if "vmap: called random operation" not in str(error):
+                raise
+            # a random draw in the forward that is not nn.Dropout's (a user's layer): no client's own stream
+            # draws it, so this and every later cohort train in the loop
+            self.random_forward = ("the model draws random numbers in its forward outside nn.Dropout, which no "
+                                   "client's own stream can draw")
+            if self.rounds.config.vectorize:
+                raise ValueError(f"`vectorize`=True: {self.random_forward}; leave `vectorize` out to run the "
+                                 "loop") from None
+            return False
+
+    def _train_stacked(self, round_index: int, assignments: list[tuple[int, float]],
+                       weighted_sum: list[torch.Tensor], stats: RoundStats) -> bool:
+        rounds = self.rounds
+        members = [self._member(client, weight, round_index) for client, weight in assignments]
+        order = sorted(range(len(members)), key=lambda position: -members[position].steps)  # stable
+        cohort = [members[position] for position in order]
+        terms = self._stacked_terms([member.client for member in cohort])
+        if terms is UNSTACKABLE:
+            if rounds.config.vectorize:
+                raise ValueError(f"`vectorize`=True: {rounds.algorithm.name}'s client terms have no stacked form "
+                                 "for this cohort (`LocalTerms.stacked`); leave `vectorize` out to run the loop")
+            return False
+        self._terms = terms
+        global_params = rounds.global_state[: len(self.names)]
+        stacks = [start.expand(len(cohort), *start.shape).clone() for start in global_params]
+        trainable = [stack for stack, wanted in zip(stacks, self.trainable) if wanted]
+        optimizer = stacked_optimizer(rounds.training.optimizer, trainable)
+        step_counts = [-member.steps for member in cohort]  # ascending, for bisect
+        with contextlib.nullcontext() if terms is None else terms.training(rounds.model):
+            for step in range(cohort[0].steps):
+                active = bisect.bisect_left(step_counts, -step)  # the clients with more than `step` steps
+                views = [stack[:active] for stack in stacks]
+                gradients = self._step(cohort[:active], views, terms)
+                optimizer.step([view for view, wanted in zip(views, self.trainable) if wanted], gradients)
+                if terms is not None:
+                    with torch.no_grad():
+                        terms.after_step(views)
+        self.peak_bytes = max(self.peak_bytes, sum(stack.numel() * stack.element_size() for stack in stacks) * 2
+                              + optimizer.state_bytes())
+        row_of = {position: row for row, position in enumerate(order)}
+        self._hand_in(members, [stacks_row(stacks, row_of[position]) for position in range(len(members))],
+                      weighted_sum, stats)
+        return True
+
+    def _member(self, client: int, weight: float, round_index: int) -> CohortClient:
+        rounds = self.rounds
+        training = rounds.client_training(client, round_index)
+        shard = as_index_tensor(rounds.partition.shard(client), rounds.data.train_images.shape[0])
+        generator = torch_generator(rounds.config.seed, Stream.CLIENT_DATA, round_index, client)
+        dropout = None if self.dropout is None else torch_generator(rounds.config.seed, Stream.CLIENT_DROPOUT,
+                                                                    round_index, client)
+        return CohortClient(client, weight, local_step_count(shard.numel(), training), generator,
+                            local_batches(shard, training, generator), float(rounds.noise[client]), dropout)
+
+    def _stacked_terms(self, clients: list[int]):
+        """Return the cohort's client terms in their stacked form (`fedsim.algorithms.LocalTerms.stacked`).
+
+        ``None`` where no client has terms, `UNSTACKABLE` where they have no common stacked form.
+        """
+        algorithm, global_state = self.rounds.algorithm, self.rounds.global_state
+        terms = [algorithm.local_terms(client, global_state) for client in clients]
+        if all(term is None for term in terms):
+            return None
+        kind = type(next(term for term in terms if term is not None))
+        stacked = kind.stacked(terms) if all(term is None or type(term) is kind for term in terms) else None
+        return UNSTACKABLE if stacked is None else stacked
+
+    def _step(self, cohort: list[CohortClient], views: list[torch.Tensor], terms) -> list[torch.Tensor]:
+        """Return the active clients' gradients of one step (trainable parameters), counting their losses."""
+        inputs, targets, counts = self._batches(cohort)
+        trainable = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if wanted}
+        frozen = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if not wanted}
+        longest = inputs.shape[1]
+        valid = (torch.arange(longest, device=inputs.device) < counts[:, None]).to(inputs.dtype)
+        scales = 1.0 / counts.to(inputs.dtype)
+        extras = [] if terms is None else terms.step_inputs(inputs)
+        if self.dropout is None:
+            gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, [], extras)
+        else:
+            masks = self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
+            with self.dropout.applied():
+                gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks,
+                                                       extras)
+        gradients = list(gradients.values())
+        if terms is not None and type(terms).penalty is not LocalTerms.penalty:
+            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
+        for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
+            member.loss_sum += loss_sum
+        return gradients
+
+    def _client_loss(self, trainable, frozen, inputs, targets, valid, scale, masks, extras):
+        """One client's batch-mean loss (the loop's ``sum * (1 / count)``, plus its terms' loss per sample) and its
+        raw sum; vmapped over clients."""
+        if masks:
+            self.dropout.feed(masks)
+        outputs = functional_call(self.rounds.model, ({**trainable, **frozen}, self.buffers), (inputs,))
+        raw_sum = (self.rounds.task.loss(outputs, targets) * valid).sum()
+        loss = raw_sum * scale
+        extra = None if self._terms is None else self._terms.client_sample_loss(inputs, outputs, extras)
+        if extra is not None:
+            loss = loss + (extra * valid).sum() * scale
+        return loss, raw_sum.detach()
+
+    def _penalty_gradients(self, terms, views: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Return the gradient of the stacked terms' penalty (the sum of the clients') for the trainable parameters."""
+        def penalty(trainable: list[torch.Tensor]):
+            given = iter(trainable)
+            params = [next(given) if wanted else view for view, wanted in zip(views, self.trainable)]
+            return terms.penalty(params)
+
+        return list(grad(penalty)([view for view, wanted in zip(views, self.trainable) if wanted]))
+
+    def _batches(self, cohort: list[CohortClient]):
+        """Return the step's inputs and targets (clients x longest batch) and each client's sample count.
+
+        Each client draws its batch, augmentation and noise from its own generator in the loop's
+        order; a shorter batch is padded with copies of its first sample, of weight zero.
+        """
+        param = next(self.rounds.model.parameters())
+        indices = [next(member.batches) for member in cohort]
+        counts = [index.numel() for index in indices]
+        longest = max(counts)
+        for member, count in zip(cohort, counts):
+            member.samples += count
+        if self.plain_inputs:
+            padded = torch.stack([pad(index, longest) for index in indices])
+            data = self.rounds.data
+            flat = padded.reshape(-1)
+            inputs = normalize(data.train_images[flat.to(data.train_images.device)], data, dtype=param.dtype)
+            inputs = inputs.to(param.device).reshape(len(cohort), longest, *inputs.shape[1:])
+            targets = data.train_labels[flat.to(data.train_labels.device)].to(param.device)
+            targets = targets.reshape(len(cohort), longest, *targets.shape[1:])
+        else:
+            drawn = [training_batch(self.rounds.data, index, member.generator, member.noise, param.device,
+                                    param.dtype) for member, index in zip(cohort, indices)]
+            inputs = torch.stack([pad(batch_inputs, longest) for batch_inputs, _ in drawn])
+            targets = torch.stack([pad(batch_targets, longest) for _, batch_targets in drawn])
+        return inputs, targets, torch.tensor(counts, device=param.device)
+
+    def _hand_in(self, members: list[CohortClient], rows: list[list[torch.Tensor]], weighted_sum: list[torch.Tensor],
+                 stats: RoundStats) -> None:
+        """Add each client's trained model to the round in the loop's client order, with its counts and hooks."""
+        rounds = self.rounds
+        buffers = rounds.global_state[len(self.names):]  # no BatchNorm: the floating buffers stay the global ones
+        for member, row in zip(members, rows):
+            trained = [*row, *buffers]
+            stats.add_client(member.samples, member.loss_sum, member.steps, f"client {member.client}")
+            rounds.add_trained(weighted_sum, trained, member.weight, member.steps)
+            rounds.algorithm.after_client(member.client, rounds.global_state, trained, member.steps)
+
+
+def stacks_row(stacks: list[torch.Tensor], row: int) -> list[torch.Tensor]:
+    """Return one client's tensors: row ``row`` of every stack (views)."""
+    return [stack[row] for stack in stacks]
+
+
+def pad(tensor: torch.Tensor, length: int) -> torch.Tensor:
+    """Return ``tensor`` extended along its first dimension to ``length`` with copies of its first entry."""
+    missing = length - tensor.shape[0]
+    if missing == 0:
+        return tensor
+    return torch.cat([tensor, tensor[:1].expand(missing, *tensor.shape[1:])])

@@ -1,0 +1,249 @@
+"""A round's clients trained as cohorts (torch.func) end where the per-client loop ends, in float64."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from fedsim.build import RunSetup
+from fedsim.client import local_batches, local_step_count
+from fedsim.config.run_config import RunConfig
+from fedsim.data import Dataset, register_dataset
+from fedsim.engines.inprocess import run
+from fedsim.engines.inprocess.fedavg import InProcessFedAvgRounds
+from fedsim.engines.inprocess.vectorized import VectorizedClients, pad
+from fedsim.models import register_model
+from fedsim.optim import OptimizerConfig
+from fedsim.training import LocalTraining
+
+from .numerics import EXACT, assert_rows_close, relative_distance
+
+# digits: 1,797 images; quantity skew over 30 clients gives shards of a few to a few hundred samples, so a
+# cohort's clients take from 1 to 30 steps of B=10 and most end an epoch on a short batch
+BASE = {"dataset": "digits", "model": "mlp", "dtype": "float64", "num_partitions": 30, "fraction": 0.5,
+        "rounds": 2, "batch_size": 10, "lr": 0.1, "partition": "quantity", "alpha": 0.5, "min_partition_size": 0,
+        "vectorize": True}
+CASES = {
+    "fedavg: unequal steps, short last batches": {},
+    "momentum, weight decay, FedAvgM, feature noise, cohorts of 4": {
+        "momentum": 0.9, "weight_decay": 0.01, "server_momentum": 0.5, "feature_noise": 0.2, "vectorize_chunk": 4},
+    "FedProx over two epochs, held-out clients": {"mu": 0.1, "local_epochs": 2, "holdout_clients": 0.2,
+                                                  "local_test_fraction": 0.2, "partition": "dirichlet",
+                                                  "min_partition_size": 10},
+    "SCAFFOLD, every client": {"strategy": "scaffold", "fraction": 1.0},
+    "MOON: clients with and without a previous model in a cohort": {"strategy": "moon", "rounds": 3},
+    "FedNova, stragglers and dropouts, FedAdam": {"strategy": "fednova", "local_epochs": 3, "stragglers": 0.5,
+                                                 "client_dropout": 0.2, "server_optimizer": "adam", "server_lr": 0.01},
+    "local steps, multi-label": {"dataset": "multi-mnist", "num_partitions": 12, "local_steps": 3,
+                                 "local_epochs": 1, "dataset_options": {"num_train": 600, "num_test": 100}},
+}
+
+
+@pytest.fixture
+def cohorts(monkeypatch):
+    """Record the size of every cohort `VectorizedClients` trains."""
+    sizes = []
+    train_cohort = VectorizedClients._train_cohort
+
+    def counting(self, round_index, assignments, weighted_sum, stats):
+        trained = train_cohort(self, round_index, assignments, weighted_sum, stats)
+        sizes.append(len(assignments) if trained else 0)
+        return trained
+
+    monkeypatch.setattr(VectorizedClients, "_train_cohort", counting)
+    return sizes
+
+
+def looped(config: RunConfig) -> RunConfig:
+    """The same run with every client trained in turn."""
+    return config.replace(vectorize=False, vectorize_chunk=RunConfig().vectorize_chunk)
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("case", list(CASES))
+def test_cohorts_end_where_the_loop_ends(tmp_path, cohorts, case):
+    config = RunConfig(**{**BASE, **CASES[case]})
+    vectorized = run(config, tmp_path / "vectorized")
+    assert sum(cohorts) >= 8 and 0 not in cohorts  # the rounds' clients trained as cohorts, none fell back
+    loop = run(looped(config), tmp_path / "loop")
+    torch.testing.assert_close(vectorized.global_state, loop.global_state, **EXACT)
+    assert_rows_close(vectorized.rows, loop.rows)
+    assert vectorized.summary["client_training"].startswith("vectorized")
+    assert loop.summary["client_training"] == "loop: `vectorize`=False"
+
+
+@pytest.mark.numerics
+def test_the_cases_change_the_model():
+    """Each setting the cases vary acts, so that a cohort ignoring it would fail their comparison."""
+    base = RunConfig(**BASE)
+    final = run(base).global_state
+    for settings in ({"mu": 0.1}, {"momentum": 0.9}, {"feature_noise": 0.2}):
+        assert relative_distance(run(base.replace(**settings)).global_state, final) > 1e-6, settings
+    three_epochs = base.replace(local_epochs=3)
+    assert relative_distance(run(three_epochs.replace(stragglers=0.5)).global_state,
+                             run(three_epochs).global_state) > 1e-6
+
+
+def fedavg_rounds(config, optimizer=None) -> InProcessFedAvgRounds:
+    setup = RunSetup.build(config)
+    if optimizer is not None:  # a client optimizer the command line does not offer
+        config = config.replace(vectorize=False)  # built for the loop, then switched to cohorts if asked
+    rounds = InProcessFedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    if optimizer is not None:
+        rounds.training = dataclasses.replace(rounds.training, optimizer=optimizer)
+    return rounds
+
+
+@pytest.mark.numerics
+@pytest.mark.parametrize("optimizer", [
+    OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True),
+    OptimizerConfig(name="adam", lr=0.01, weight_decay=0.01),
+    OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1),
+], ids=["nesterov", "adam", "adamw"])
+def test_each_client_keeps_its_own_optimizer_state(optimizer):
+    config = RunConfig(**BASE)
+    cohort, loop = fedavg_rounds(config, optimizer), fedavg_rounds(config, optimizer)
+    cohort.vectorized = VectorizedClients(cohort, chunk=7)
+    for round_index in range(2):
+        cohort.train_round(round_index)
+        loop.train_round(round_index)
+    torch.testing.assert_close(cohort.global_state, loop.global_state, **EXACT)
+    assert relative_distance(cohort.global_state, fedavg_rounds(config).global_state) > 1e-3  # it trained
+
+
+@register_dataset("test-crop-flip")
+def crop_flip_images(*, root, download, seed):
+    """Random 3x12x12 images of 4 classes, augmented by crops and flips as CIFAR is."""
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (300, 3, 12, 12), dtype=torch.uint8, generator=generator)
+    labels = torch.randint(0, 4, (300,), generator=generator)
+    return Dataset("test-crop-flip", images[:240], labels[:240], images[240:], labels[240:], num_classes=4,
+                   augmentation="crop-flip")
+
+
+@pytest.mark.numerics
+def test_each_client_draws_its_augmentation_from_its_own_stream(tmp_path):
+    config = RunConfig(**{**BASE, "dataset": "test-crop-flip", "num_partitions": 8, "fraction": 1.0})
+    torch.testing.assert_close(run(config).global_state, run(looped(config)).global_state, **EXACT)
+
+
+def dropout_mlp(dropout):
+    """A 2NN with dropout after each hidden layer, the second one used twice in a forward."""
+    def build(*, num_classes, in_channels, image_size, norm=None, se=False):
+        second = dropout(0.2)
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(in_channels * image_size ** 2, 32),
+                                   torch.nn.ReLU(), dropout(0.3), torch.nn.Linear(32, 32), torch.nn.ReLU(), second,
+                                   torch.nn.Linear(32, 32), second, torch.nn.Linear(32, num_classes))
+    return build
+
+
+class GaussianNoise(torch.nn.Module):
+    """A user's layer that draws from the global stream in training: no cohort can draw it per client."""
+
+    def forward(self, inputs):
+        return inputs + 0.1 * torch.randn_like(inputs) if self.training else inputs
+
+
+register_model("test-dropout-mlp")(dropout_mlp(torch.nn.Dropout))
+register_model("test-noise-mlp")(dropout_mlp(lambda p: GaussianNoise()))
+register_model("test-dropout2d-mlp")(dropout_mlp(torch.nn.Dropout1d))
+
+
+@pytest.mark.numerics
+def test_each_client_draws_its_dropout_masks_from_its_own_stream(tmp_path, cohorts):
+    config = RunConfig(**{**BASE, "model": "test-dropout-mlp"})
+    cohort = run(config)
+    assert sum(cohorts) >= 8
+    torch.testing.assert_close(cohort.global_state, run(looped(config)).global_state, **EXACT)
+
+
+def test_a_forward_that_draws_outside_dropout_falls_back_to_the_loop_or_is_refused_when_asked(tmp_path):
+    # not fused: the one-step clients' fused forward would draw the noise from the unseeded global stream
+    config = RunConfig(**{**BASE, "model": "test-noise-mlp", "vectorize": None, "fused": False})
+    automatic = run(config)
+    assert automatic.summary["client_training"].startswith("loop: the model draws random numbers in its forward")
+    torch.testing.assert_close(automatic.global_state, run(looped(config)).global_state, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="`vectorize`=True: the model draws random numbers in its forward"):
+        run(config.replace(vectorize=True), tmp_path / "asked")
+
+
+@pytest.mark.numerics
+def test_a_cnn_runs_as_cohorts_when_asked_and_otherwise_in_the_loop(tmp_path):
+    config = RunConfig(**{**BASE, "model": "cnn", "rounds": 1, "fraction": 0.2, "vectorize": None})
+    automatic = run(config, tmp_path / "automatic")
+    assert automatic.summary["client_training"].startswith("loop: on the CPU a convolution")
+    asked = run(config.replace(vectorize=True), tmp_path / "asked")
+    assert asked.summary["client_training"] == "vectorized, cohorts of up to 128 clients"
+    assert asked.summary["vectorized_peak_mb"] > 0
+    torch.testing.assert_close(asked.global_state, automatic.global_state, **EXACT)
+
+
+def test_float32_cohorts_are_close_to_the_loop_as_a_whole():
+    config = RunConfig(**{**BASE, "dtype": "float32"})
+    assert relative_distance(run(config).global_state, run(looped(config)).global_state) < 1e-4
+
+
+@pytest.mark.parametrize("settings, reason", [
+    ({"model": "cnn", "norm": "batch"}, "BatchNorm updates its running statistics"),
+    ({"model": "test-dropout2d-mlp"}, "Dropout1d drops whole channels"),
+    ({"micro_batches": 2}, "`micro_batches` splits a step"),
+    ({"amp": True, "dtype": "float32"}, "AMP scales each client's fp16 loss"),
+])
+def test_asking_for_cohorts_where_they_do_not_apply_is_refused_with_the_reason(settings, reason):
+    config = RunConfig(**{**BASE, **settings})
+    with pytest.raises(ValueError, match=r"`vectorize`=True: " + reason.replace("(", r"\(").replace(")", r"\)")):
+        fedavg_rounds(config)
+    unset = fedavg_rounds(config.replace(vectorize=None))  # left unset, the loop runs and says why
+    assert unset.vectorized is None and unset.loop_reason.startswith(reason)
+
+
+def test_other_engines_refuse_cohorts():
+    from fedsim.engines.distributed.launch import check_world_size
+    from fedsim.engines.flower import check_flower_config
+
+    config = RunConfig(**BASE)
+    for check, engine in ((lambda: check_flower_config(config), "the Flower engine"),
+                          (lambda: check_world_size(config, 2), "fedsim ddp")):
+        with pytest.raises(ValueError, match=f"`vectorize`=True trains a round's clients as cohorts in one process; "
+                                             f"{engine} trains each client alone"):
+            check()
+    check_flower_config(config.replace(vectorize=None))
+
+
+@pytest.mark.parametrize("settings, error", [
+    ({"vectorize": "yes"}, "`vectorize` must be true, false or unset"),
+    ({"vectorize_chunk": 0}, "`vectorize_chunk` must be"),
+    ({"vectorize": False, "vectorize_chunk": 8}, "`vectorize_chunk`=8 does nothing with `vectorize`=False"),
+])
+def test_bad_settings_are_refused_naming_them(settings, error):
+    with pytest.raises((ValueError, TypeError), match=error):
+        RunConfig(**{**BASE, **settings})
+    with pytest.raises(ValueError, match="`vectorize`=True does nothing with `strategy`='allreduce'"):
+        RunConfig(dataset="digits", strategy="allreduce", vectorize=True)
+
+
+@pytest.mark.parametrize("size, training", [
+    (25, LocalTraining(batch_size=10)), (30, LocalTraining(batch_size=10, epochs=2)),
+    (25, LocalTraining(batch_size=10, drop_last=True)), (7, LocalTraining(batch_size=10, drop_last=True)),
+    (25, LocalTraining(batch_size=10, epochs=None, local_steps=4)),
+])
+def test_step_count_is_the_number_of_batches_the_client_draws(size, training):
+    batches = list(local_batches(torch.arange(size), training, torch.Generator().manual_seed(0)))
+    assert local_step_count(size, training) == len(batches)
+
+
+def test_padding_repeats_the_first_entry():
+    assert pad(torch.tensor([4, 5]), 4).tolist() == [4, 5, 4, 4]
+    assert pad(torch.tensor([4, 5]), 2).tolist() == [4, 5]
+
+
+def test_a_cohort_names_the_client_whose_loss_stopped_being_finite():
+    from fedsim.interrupts import RunDiverged
+    from fedsim.schedule import sample_clients
+
+    config = RunConfig(model="mlp", batch_size=20, num_partitions=4, fraction=0.5, server_lr=20.0, rounds=8,
+                       vectorize=True)
+    with pytest.raises(RunDiverged) as diverged:
+        run(config)
+    sampled = {f"client {k}" for k in sample_clients(4, 0.5, config.seed, diverged.value.round - 1)}
+    assert diverged.value.where in sampled and "nan" in diverged.value.what
