@@ -32,11 +32,28 @@ CASES = {
                                                   "min_partition_size": 10},
     "SCAFFOLD, every client": {"strategy": "scaffold", "fraction": 1.0},
     "MOON: clients with and without a previous model in a cohort": {"strategy": "moon", "rounds": 3},
+    # the 2NN above trains through batched products (stacked_mlp); a model of another kind through vmap
+    "vmap: FedProx, momentum, weight decay": {"model": "test-module-mlp", "mu": 0.1, "momentum": 0.9,
+                                              "weight_decay": 0.01},
+    "vmap: SCAFFOLD with short batches": {"model": "test-module-mlp", "strategy": "scaffold"},
     "FedNova, stragglers and dropouts, FedAdam": {"strategy": "fednova", "local_epochs": 3, "stragglers": 0.5,
                                                  "client_dropout": 0.2, "server_optimizer": "adam", "server_lr": 0.01},
     "local steps, multi-label": {"dataset": "multi-mnist", "num_partitions": 12, "local_steps": 3,
                                  "local_epochs": 1, "dataset_options": {"num_train": 600, "num_test": 100}},
 }
+
+
+@register_model("test-module-mlp")
+class ModuleMLP(torch.nn.Module):
+    """The 2NN's layers in a module of its own: the cohort's forward goes through vmap."""
+
+    def __init__(self, *, num_classes, in_channels, image_size, norm=None, se=False):
+        super().__init__()
+        self.hidden = torch.nn.Linear(in_channels * image_size ** 2, 64)
+        self.out = torch.nn.Linear(64, num_classes)
+
+    def forward(self, inputs):
+        return self.out(torch.relu(self.hidden(inputs.flatten(1))))
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ model object. Here a cohort of up to ``vectorize_chunk`` clients trains at once:
 is stacked along a first dimension, one row per client, and each local step is one call of
 ``vmap(grad(loss))`` over every client's batch (``torch.func.functional_call`` on the shared
 model), followed by one optimizer step on the stacks (`fedsim.engines.inprocess.stacked_optim`).
+A plain multilayer perceptron skips ``vmap``: one batched matrix product per layer
+(`fedsim.engines.inprocess.stacked_mlp`).
 
 Each client keeps what the loop gives it:
 
@@ -49,6 +51,7 @@ from ...results.recorder import RoundStats
 from ...seeding import Stream, torch_generator
 from ...training import as_index_tensor, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
+from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer
 
 #: A cohort's client terms without a common stacked form: its clients train in the loop.
@@ -133,6 +136,7 @@ class VectorizedClients:
         # plain inputs need no per-client draw: a step's batches are gathered and normalised at once
         self.plain_inputs = rounds.data.augmentation == "none" and not any(rounds.noise)
         self.dropout = CohortDropout(model, rounds.data) if dropout_layers(model) else None
+        self.plain = plain_layers(model)  # a plain multilayer perceptron: batched products, no vmap
         self.peak_bytes = 0
         self._terms = None  # the cohort's stacked client terms, which the vmapped loss reads
         self.random_forward: str | None = None  # why cohorts stopped: a random draw vmap cannot make per client
@@ -235,6 +239,11 @@ class VectorizedClients:
         longest = inputs.shape[1]
         valid = (torch.arange(longest, device=inputs.device) < counts[:, None]).to(inputs.dtype)
         scales = 1.0 / counts.to(inputs.dtype)
+        if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
+            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales, terms)
+            for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
+                member.loss_sum += loss_sum
+            return gradients
         extras = [] if terms is None else terms.step_inputs(inputs)
         if self.dropout is None:
             gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, [], extras)
@@ -244,11 +253,25 @@ class VectorizedClients:
                 gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks,
                                                        extras)
         gradients = list(gradients.values())
-        if terms is not None and type(terms).penalty is not LocalTerms.penalty:
+        if terms is not None and overrides(terms, "penalty"):
             torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
         for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
             member.loss_sum += loss_sum
         return gradients
+
+    def _plain_gradients(self, views, inputs, targets, valid, scales, terms):
+        """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`)."""
+        leaves = [view.detach().requires_grad_(wanted) for view, wanted in zip(views, self.trainable)]
+        outputs = stacked_forward(self.plain, dict(zip(self.names, leaves)), inputs)
+        active, longest = inputs.shape[:2]
+        raw = self.rounds.task.loss(outputs.reshape(active * longest, *outputs.shape[2:]),
+                                    targets.reshape(active * longest, *targets.shape[2:])).view(active, longest)
+        raw_sums = (raw * valid).sum(1)
+        total = (raw_sums * scales).sum()  # each client's batch-mean loss; its row's gradient is its own
+        if terms is not None and overrides(terms, "penalty"):
+            total = total + terms.penalty(leaves)
+        gradients = torch.autograd.grad(total, [leaf for leaf, wanted in zip(leaves, self.trainable) if wanted])
+        return list(gradients), raw_sums.detach()
 
     def _client_loss(self, trainable, frozen, inputs, targets, valid, scale, masks, extras):
         """One client's batch-mean loss (the loop's ``sum * (1 / count)``, plus its terms' loss per sample) and its
@@ -309,6 +332,11 @@ class VectorizedClients:
             stats.add_client(member.samples, member.loss_sum, member.steps, f"client {member.client}")
             rounds.add_trained(weighted_sum, trained, member.weight, member.steps)
             rounds.algorithm.after_client(member.client, rounds.global_state, trained, member.steps)
+
+
+def overrides(terms: LocalTerms, method: str) -> bool:
+    """Whether ``terms``' class overrides `LocalTerms`' ``method`` (a penalty, a loss per sample)."""
+    return getattr(type(terms), method) is not getattr(LocalTerms, method)
 
 
 def stacks_row(stacks: list[torch.Tensor], row: int) -> list[torch.Tensor]:
