@@ -234,30 +234,30 @@ class VectorizedClients:
     def _step(self, cohort: list[CohortClient], views: list[torch.Tensor], terms) -> list[torch.Tensor]:
         """Return the active clients' gradients of one step (trainable parameters), counting their losses."""
         inputs, targets, counts = self._batches(cohort)
-        trainable = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if wanted}
-        frozen = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if not wanted}
         longest = inputs.shape[1]
         valid = (torch.arange(longest, device=inputs.device) < counts[:, None]).to(inputs.dtype)
         scales = 1.0 / counts.to(inputs.dtype)
         if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
             gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales, terms)
-            for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
-                member.loss_sum += loss_sum
-            return gradients
-        extras = [] if terms is None else terms.step_inputs(inputs)
-        if self.dropout is None:
-            gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, [], extras)
         else:
-            masks = self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
-            with self.dropout.applied():
-                gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks,
-                                                       extras)
-        gradients = list(gradients.values())
-        if terms is not None and overrides(terms, "penalty"):
-            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
+            masks = [] if self.dropout is None else \
+                self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
+            gradients, loss_sums = self._vmapped_gradients(views, inputs, targets, valid, scales, masks, terms)
         for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
             member.loss_sum += loss_sum
         return gradients
+
+    def _vmapped_gradients(self, views, inputs, targets, valid, scales, masks, terms):
+        """The gradients and raw loss sums of `_step` through ``vmap(grad)``, with the terms' penalty added."""
+        trainable = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if wanted}
+        frozen = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if not wanted}
+        extras = [] if terms is None else terms.step_inputs(inputs)
+        with contextlib.nullcontext() if self.dropout is None else self.dropout.applied():
+            gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks, extras)
+        gradients = list(gradients.values())
+        if terms is not None and overrides(terms, "penalty"):
+            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
+        return gradients, loss_sums
 
     def _plain_gradients(self, views, inputs, targets, valid, scales, terms):
         """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`)."""
