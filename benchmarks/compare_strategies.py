@@ -88,6 +88,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=1, help="in-process: processes that train a round's "
                         "clients in parallel, one core each, for the strategies that can (fedavg, fednova); the "
                         "results differ only by the order of a sum")
+    parser.add_argument("--no-vectorize", action="store_true", help="in-process: train each round's clients one "
+                        "after another, never as cohorts (`fedsim run --no-vectorize`); the grid keeps the choice")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
@@ -102,6 +104,8 @@ def grid_plan(args) -> dict:
     for name in ("rounds", "local_epochs", "dataset", "model", "local_test_fraction", "personalize_steps"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
+    if args.no_vectorize:
+        settings["vectorize"] = False
     arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies", references=True)
     schemes = chosen(args.partitions, preset["schemes"], GRID_SCHEMES, "--partitions")
     seeds = preset["seeds"] if args.seeds is None else args.seeds
