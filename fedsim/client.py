@@ -147,7 +147,7 @@ def client_update(
     all_params = list(model.parameters())
     params = [p for p in all_params if p.requires_grad]
     opt = training.optimizer.build(params)
-    scaler = (scaler or loss_scaler(True, device)) if training.amp and device.type == "cuda" else None
+    scaler = (scaler or loss_scaler(True, device)) if training.amp else None
 
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     processed = steps = 0

@@ -171,16 +171,26 @@ def training_batch(data, indices, generator, noise_sigma, device, dtype=torch.fl
     return inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)
 
 
+#: The half precision of ``amp`` on each device type: fp16 on CUDA (its losses scaled, `loss_scaler`),
+#: bf16 elsewhere (whose exponent range needs no scaling).
+AMP_DTYPES = {"cuda": torch.float16}
+
+
+def amp_dtype(device: torch.device) -> torch.dtype:
+    """Return the half precision ``amp`` computes in on ``device`` (`AMP_DTYPES`)."""
+    return AMP_DTYPES.get(device.type, torch.bfloat16)
+
+
 def autocast(device: torch.device, amp: bool):
     """Return the autocast context of ``amp``: bf16 on the CPU, fp16 on CUDA (or no-op)."""
     if not amp:
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.float16 if device.type == "cuda" else torch.bfloat16)
+    return torch.autocast(device.type, dtype=amp_dtype(device))
 
 
 def loss_scaler(amp: bool, device: torch.device) -> torch.amp.GradScaler | None:
-    """Return the fp16 loss scaler that ``amp`` needs on CUDA (bf16 on the CPU needs none)."""
-    return torch.amp.GradScaler("cuda") if amp and device.type == "cuda" else None
+    """Return the loss scaler that ``amp`` needs in fp16 (CUDA); bf16 needs none."""
+    return torch.amp.GradScaler(device.type) if amp and amp_dtype(device) == torch.float16 else None
 
 
 @contextlib.contextmanager

@@ -53,8 +53,9 @@ class FedAvgRounds:
         # what one client receives, and sends, in a round
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
         self._kept: list[tuple[list[torch.Tensor], float]] = []  # a non-linear algorithm's models of the round
-        # one loss scaler for all clients, so that none restarts from the initial fp16 scale
-        self._scaler = loss_scaler(config.amp, self.global_state[0].device)
+        # fp16 AMP: the round's loss scale, where each client's own scaler starts (`client_scaler`)
+        self.scaler = loss_scaler(config.amp, self.global_state[0].device)
+        self._client_scales: list[tuple[float, int]] = []  # the round's clients' (scale, growth count) at their end
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
@@ -73,6 +74,7 @@ class FedAvgRounds:
         self.algorithm.begin_round()
         self.train_clients(round_index, self.served(round_index, list(zip(clients, weights))), mean_delta, stats)
         self.combine(mean_delta, stats)
+        self.settle_scale()
         self.step_server(mean_delta, stats, len(clients))
         self.note_system(stats, round_index)
         return stats
@@ -86,6 +88,31 @@ class FedAvgRounds:
             stats.add_client(update.samples_processed, update.loss_sum, update.num_steps, f"client {client}")
             self.add_trained(weighted_sum, trained, weight, update.num_steps)
             self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
+
+    def client_scaler(self) -> torch.amp.GradScaler | None:
+        """Return a client's own fp16 loss scaler, at the round's scale (``None`` without fp16 AMP).
+
+        A client starts from the round's scale, as it would on a device of its own, and not from
+        the scale the previous client left: its training depends on no other client's, whichever
+        order or cohort trains it. Not from the initial scale either, whose first steps overflow.
+        """
+        if self.scaler is None:
+            return None
+        scaler = torch.amp.GradScaler(self.global_state[0].device.type)
+        scaler.load_state_dict(self.scaler.state_dict())
+        return scaler
+
+    def keep_scale(self, scale: float, growth_count: int) -> None:
+        """Note a client's loss scale, and its count of finite steps since the last change, at its end."""
+        self._client_scales.append((scale, growth_count))
+
+    def settle_scale(self) -> None:
+        """Start the next round from the smallest scale a client of this round ended with (none overflowed at it)."""
+        if self._client_scales:
+            state = self.scaler.state_dict()
+            state["scale"], state["_growth_tracker"] = min(self._client_scales)
+            self.scaler.load_state_dict(state)
+            self._client_scales = []
 
     def add_trained(self, weighted_sum: list[torch.Tensor], trained: list[torch.Tensor], weight: float,
                     num_steps: int) -> None:
@@ -133,12 +160,17 @@ class FedAvgRounds:
 
     def train_client(self, client: int, round_index: int) -> ClientUpdate:
         """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""
-        return client_update(
+        scaler = self.client_scaler()
+        update = client_update(
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
             training=self.client_training(client, round_index), seed=self.config.seed, round=round_index, client=client, return_delta=False,
-            noise_sigma=float(self.noise[client]), scaler=self._scaler,
+            noise_sigma=float(self.noise[client]), scaler=scaler,
             terms=self.algorithm.local_terms(client, self.global_state),
         )
+        if scaler is not None:
+            state = scaler.state_dict()
+            self.keep_scale(state["scale"], state["_growth_tracker"])
+        return update
 
     def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
         """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten)."""
@@ -163,13 +195,13 @@ class FedAvgRounds:
     def state_dict(self) -> dict:
         """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
         state = {"server": self.server.state_dict(), "algorithm": self.algorithm.state_dict()}
-        if self._scaler is not None:
-            state["scaler"] = self._scaler.state_dict()
+        if self.scaler is not None:
+            state["scaler"] = self.scaler.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
         self.server.load_state_dict(state["server"])
         self.algorithm.load_state_dict(state["algorithm"])
-        if self._scaler is not None and "scaler" in state:
-            self._scaler.load_state_dict(state["scaler"])
+        if self.scaler is not None and "scaler" in state:
+            self.scaler.load_state_dict(state["scaler"])

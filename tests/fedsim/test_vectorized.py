@@ -11,9 +11,12 @@ from fedsim.config.run_config import RunConfig
 from fedsim.data import Dataset, register_dataset
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.fedavg import InProcessFedAvgRounds
+from fedsim.engines.inprocess.stacked_optim import stacked_optimizer
+from fedsim.engines.inprocess.stacked_scaler import StackedLossScaler
 from fedsim.engines.inprocess.vectorized import VectorizedClients, pad
 from fedsim.models import register_model
 from fedsim.optim import OptimizerConfig
+from fedsim import training
 from fedsim.training import LocalTraining
 
 from .numerics import EXACT, assert_rows_close, relative_distance
@@ -204,7 +207,8 @@ def test_float32_cohorts_are_close_to_the_loop_as_a_whole():
     ({"model": "cnn", "norm": "batch"}, "BatchNorm updates its running statistics"),
     ({"model": "test-dropout2d-mlp"}, "Dropout1d drops whole channels"),
     ({"micro_batches": 2}, "`micro_batches` splits a step"),
-    ({"amp": True, "dtype": "float32"}, "AMP scales each client's fp16 loss"),
+    ({"amp": True, "dtype": "float32", "model": "test-module-mlp"}, "under AMP, torch.func's vmap(grad) does not "
+                                                                     "compute the loop's mixed precision"),
 ])
 def test_asking_for_cohorts_where_they_do_not_apply_is_refused_with_the_reason(settings, reason):
     config = RunConfig(**{**BASE, **settings})
@@ -264,3 +268,78 @@ def test_a_cohort_names_the_client_whose_loss_stopped_being_finite():
         run(config)
     sampled = {f"client {k}" for k in sample_clients(4, 0.5, config.seed, diverged.value.round - 1)}
     assert diverged.value.where in sampled and "nan" in diverged.value.what
+
+
+@pytest.fixture(params=["bf16", "fp16"])
+def amp_precision(request, monkeypatch):
+    """AMP in bf16 (the CPU's), or in fp16 with each client's loss scale (CUDA's, run here on the CPU)."""
+    if request.param == "fp16":
+        monkeypatch.setitem(training.AMP_DTYPES, "cpu", torch.float16)
+    return request.param
+
+
+def test_under_amp_cohorts_train_as_the_loop_skipped_steps_included(amp_precision):
+    # momentum: a client's first fp16 steps at the initial scale overflow and are skipped, in the loop and the cohort
+    config = RunConfig(**{**BASE, "dtype": "float32", "amp": True, "momentum": 0.9, "mu": 0.1})
+    cohort, loop, float32 = fedavg_rounds(config), fedavg_rounds(looped(config)), fedavg_rounds(looped(config)
+                                                                                               .replace(amp=False))
+    assert cohort.vectorized is not None
+    for round_index in range(2):
+        for rounds in (cohort, loop, float32):
+            rounds.train_round(round_index)
+    # the rows differ only where two kernels' sums round a half-precision product apart
+    amp_effect = relative_distance(loop.global_state, float32.global_state)
+    assert relative_distance(cohort.global_state, loop.global_state) < 0.1 * amp_effect
+    if amp_precision == "fp16":
+        assert cohort.scaler.get_scale() == loop.scaler.get_scale() < 2.0**16  # steps overflowed and were skipped
+
+
+def test_under_amp_a_cohort_that_needs_vmap_falls_back_to_the_loop_or_is_refused_when_asked(tmp_path):
+    # MOON's loss per sample (from round 1, with previous models) takes the vmap path even for the 2NN, and
+    # vmap(grad) does not compute AMP's: round 0 trains as cohorts, round 1 in the loop
+    config = RunConfig(**{**BASE, "strategy": "moon", "dtype": "float32", "amp": True, "vectorize": None})
+    automatic = run(config)
+    assert automatic.summary["client_training"].startswith("loop: under AMP, torch.func's vmap(grad) does not")
+    loop = run(looped(config)).global_state
+    amp_effect = relative_distance(loop, run(looped(config).replace(amp=False)).global_state)
+    assert relative_distance(automatic.global_state, loop) < 0.1 * amp_effect
+    with pytest.raises(ValueError, match="`vectorize`=True: under AMP, torch.func's vmap"):
+        run(config.replace(vectorize=True), tmp_path / "asked")
+
+
+@pytest.mark.parametrize("optimizer", [
+    OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True),
+    OptimizerConfig(name="adam", lr=0.01, weight_decay=0.01),
+    OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1),
+], ids=["nesterov", "adam", "adamw"])
+def test_a_skipped_step_leaves_a_client_as_its_own_gradscaler_leaves_it(optimizer):
+    """Stacked scales, skips and optimizer rows against torch's GradScaler and the loop's optimizer, client by client."""
+    steps, broken = [6, 6, 4], {(0, 0), (1, 0), (2, 0), (1, 2), (0, 4), (2, 3)}  # (client, step): a non-finite gradient
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(5, 3, dtype=torch.float64, generator=generator)
+    gradients = torch.randn(len(steps), max(steps), 5, 3, dtype=torch.float64, generator=generator)
+    for client, step in broken:
+        gradients[client, step, 2, 1] = float("inf")
+    scaler_settings = {"init_scale": 2.0**10, "growth_interval": 2}
+
+    stacks = [start.expand(len(steps), 5, 3).clone()]
+    stacked_scales = StackedLossScaler(torch.amp.GradScaler("cpu", **scaler_settings), len(steps), start.device)
+    stacked = stacked_optimizer(optimizer, stacks)
+    for step in range(max(steps)):
+        active = sum(count > step for count in steps)
+        scaled = [gradients[:active, step] * stacked_scales.scales[:active, None, None].double()]
+        skipped = stacked_scales.unscale(scaled)
+        stacked.step([stacks[0][:active]], scaled, skipped)
+        stacked_scales.update(skipped)
+
+    for client, count in enumerate(steps):
+        param = torch.nn.Parameter(start.clone())
+        own = optimizer.build([param])
+        scaler = torch.amp.GradScaler("cpu", **scaler_settings)
+        scaler.scale(torch.ones((), dtype=torch.float64))  # its scale is made at the first scale()
+        for step in range(count):
+            param.grad = gradients[client, step] * scaler.get_scale()
+            scaler.step(own)
+            scaler.update()
+        torch.testing.assert_close(stacks[0][client], param.detach(), **EXACT)
+        assert stacked_scales.final()[client] == (scaler.get_scale(), scaler.state_dict()["_growth_tracker"])

@@ -24,6 +24,13 @@ def broadcast_object(value, src: int = 0):
     return box[0]
 
 
+def all_gather_object(value) -> list:
+    """Return every rank's ``value``, in rank order (pickled: for small things)."""
+    gathered = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value)
+    return gathered
+
+
 def _coalesced(tensors, collective) -> None:
     for dtype in dict.fromkeys(t.dtype for t in tensors):
         group = [t for t in tensors if t.dtype == dtype]

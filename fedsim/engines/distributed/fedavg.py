@@ -12,7 +12,7 @@ import torch
 
 from ...results.recorder import RoundStats
 from ...rounds.fedavg import FedAvgRounds
-from .collectives import all_reduce_sum
+from .collectives import all_gather_object, all_reduce_sum
 
 
 class DistributedFedAvgRounds(FedAvgRounds):
@@ -39,3 +39,5 @@ class DistributedFedAvgRounds(FedAvgRounds):
                               device=self.ranks.device)
         all_reduce_sum([*mean_delta, *self.algorithm.sums(), counts])
         stats.samples, stats.loss_sum, stats.steps = int(counts[0]), float(counts[1]), int(counts[2])
+        if self.scaler is not None:  # fp16 AMP: every rank's next round starts from the smallest scale of all clients
+            self._client_scales = [scale for scales in all_gather_object(self._client_scales) for scale in scales]

@@ -19,7 +19,9 @@ Each client keeps what the loop gives it:
   and state stop changing without masks or wasted work;
 - its batch's mean loss, a short last batch included: batches are padded to the step's longest
   with samples of weight zero;
-- its dropout masks, drawn from its own stream before each step (`fedsim.engines.inprocess.cohort_dropout`).
+- its dropout masks, drawn from its own stream before each step (`fedsim.engines.inprocess.cohort_dropout`);
+- under AMP, the loop's autocast (bf16 on the CPU, fp16 on CUDA) and, in fp16, its own loss scale and
+  skipped steps (`fedsim.engines.inprocess.stacked_scaler`).
 
 An algorithm's client terms take part through their stacked form (`fedsim.algorithms.LocalTerms.stacked`:
 FedProx's proximal term, SCAFFOLD's correction, MOON's contrast with each client's previous model
@@ -29,7 +31,8 @@ floating-point sums (``vectorize=False`` runs the loop; the tests compare the tw
 
 Where it does not apply, the loop runs, and `vectorize_refusal` says why: BatchNorm (whose
 running statistics a forward updates in place), dropout other than ``nn.Dropout``'s elementwise
-masks, AMP, micro-batches, and client terms without a stacked form (a user's, or MOON's with a model's own ``representation`` method).
+masks, micro-batches, AMP through ``vmap`` (`VMAP_UNDER_AMP`), and client terms without a
+stacked form (a user's, or MOON's with a model's own ``representation`` method).
 """
 
 from __future__ import annotations
@@ -49,13 +52,24 @@ from ...client import local_batches, local_step_count
 from ...data import normalize
 from ...results.recorder import RoundStats
 from ...seeding import Stream, torch_generator
-from ...training import as_index_tensor, training_batch
+from ...training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
 from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer
+from .stacked_scaler import StackedLossScaler
 
 #: A cohort's client terms without a common stacked form: its clients train in the loop.
 UNSTACKABLE = object()
+
+
+#: Why AMP cohorts are a plain multilayer perceptron's alone (`fedsim.engines.inprocess.stacked_mlp`).
+VMAP_UNDER_AMP = ("under AMP, torch.func's vmap(grad) does not compute the loop's mixed precision (on the CPU a "
+                  "cohort through vmap ended 3x farther from the loop than AMP's own effect); of the cohorts, only a "
+                  "plain multilayer perceptron's without a loss of its algorithm's runs under AMP")
+
+
+class LoopNeeded(Exception):
+    """Raised at a cohort's first step by what only the loop computes as it should; the message says what."""
 
 
 def vectorize_refusal(rounds) -> str | None:
@@ -67,8 +81,8 @@ def vectorize_refusal(rounds) -> str | None:
         Whose model, local training and algorithm decide.
     """
     training, model = rounds.training, rounds.model
-    if training.amp:
-        return "AMP scales each client's fp16 loss on its own, which a cohort's one step does not"
+    if training.amp and plain_layers(model) is None:
+        return VMAP_UNDER_AMP
     if training.micro_batches > 1:
         return ("`micro_batches` splits a step to save memory; a cohort's memory is bounded by `vectorize_chunk` "
                 "instead")
@@ -139,7 +153,7 @@ class VectorizedClients:
         self.plain = plain_layers(model)  # a plain multilayer perceptron: batched products, no vmap
         self.peak_bytes = 0
         self._terms = None  # the cohort's stacked client terms, which the vmapped loss reads
-        self.random_forward: str | None = None  # why cohorts stopped: a random draw vmap cannot make per client
+        self.stopped: str | None = None  # why cohorts stopped at a first step and the loop trains the rest
         self._gradients = vmap(grad(self._client_loss, has_aux=True))
 
     def train(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
@@ -152,7 +166,7 @@ class VectorizedClients:
         left = []
         for start in range(0, len(assignments), self.chunk):
             cohort = assignments[start : start + self.chunk]
-            if len(cohort) == 1 or self.random_forward is not None or \
+            if len(cohort) == 1 or self.stopped is not None or \
                     not self._train_cohort(round_index, cohort, weighted_sum, stats):
                 left.extend(cohort)
         return left
@@ -165,14 +179,15 @@ class VectorizedClients:
         except RuntimeError as error:
             if "vmap: called random operation" not in str(error):
                 raise
-            # a random draw in the forward that is not nn.Dropout's (a user's layer): no client's own stream
-            # draws it, so this and every later cohort train in the loop
-            self.random_forward = ("the model draws random numbers in its forward outside nn.Dropout, which no "
-                                   "client's own stream can draw")
-            if self.rounds.config.vectorize:
-                raise ValueError(f"`vectorize`=True: {self.random_forward}; leave `vectorize` out to run the "
-                                 "loop") from None
-            return False
+            # a random draw in the forward that is not nn.Dropout's (a user's layer): no client's own stream draws it
+            reason = "the model draws random numbers in its forward outside nn.Dropout, which no client's own stream can draw"
+        except LoopNeeded as error:
+            reason = str(error)
+        # this and every later cohort train in the loop
+        self.stopped = reason
+        if self.rounds.config.vectorize:
+            raise ValueError(f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop") from None
+        return False
 
     def _train_stacked(self, round_index: int, assignments: list[tuple[int, float]],
                        weighted_sum: list[torch.Tensor], stats: RoundStats) -> bool:
@@ -191,19 +206,24 @@ class VectorizedClients:
         stacks = [start.expand(len(cohort), *start.shape).clone() for start in global_params]
         trainable = [stack for stack, wanted in zip(stacks, self.trainable) if wanted]
         optimizer = stacked_optimizer(rounds.training.optimizer, trainable)
+        scaler = None if rounds.scaler is None else StackedLossScaler(rounds.scaler, len(cohort), stacks[0].device)
         step_counts = [-member.steps for member in cohort]  # ascending, for bisect
         with contextlib.nullcontext() if terms is None else terms.training(rounds.model):
             for step in range(cohort[0].steps):
                 active = bisect.bisect_left(step_counts, -step)  # the clients with more than `step` steps
                 views = [stack[:active] for stack in stacks]
-                gradients = self._step(cohort[:active], views, terms)
-                optimizer.step([view for view, wanted in zip(views, self.trainable) if wanted], gradients)
+                gradients, skipped = self._step(cohort[:active], views, terms, scaler)
+                optimizer.step([view for view, wanted in zip(views, self.trainable) if wanted], gradients, skipped)
+                if scaler is not None:
+                    scaler.update(skipped)
                 if terms is not None:
                     with torch.no_grad():
                         terms.after_step(views)
         self.peak_bytes = max(self.peak_bytes, sum(stack.numel() * stack.element_size() for stack in stacks) * 2
                               + optimizer.state_bytes())
         row_of = {position: row for row, position in enumerate(order)}
+        for scale, growth_count in [] if scaler is None else scaler.final():
+            rounds.keep_scale(scale, growth_count)
         self._hand_in(members, [stacks_row(stacks, row_of[position]) for position in range(len(members))],
                       weighted_sum, stats)
         return True
@@ -231,45 +251,59 @@ class VectorizedClients:
         stacked = kind.stacked(terms) if all(term is None or type(term) is kind for term in terms) else None
         return UNSTACKABLE if stacked is None else stacked
 
-    def _step(self, cohort: list[CohortClient], views: list[torch.Tensor], terms) -> list[torch.Tensor]:
-        """Return the active clients' gradients of one step (trainable parameters), counting their losses."""
+    def _step(self, cohort: list[CohortClient], views: list[torch.Tensor], terms,
+              scaler: StackedLossScaler | None) -> tuple[list[torch.Tensor], torch.Tensor | None]:
+        """Return the active clients' gradients of one step (trainable parameters), counting their losses.
+
+        And, under fp16 loss scaling, which clients skip the step (a non-finite gradient), else ``None``.
+        """
         inputs, targets, counts = self._batches(cohort)
         longest = inputs.shape[1]
         valid = (torch.arange(longest, device=inputs.device) < counts[:, None]).to(inputs.dtype)
         scales = 1.0 / counts.to(inputs.dtype)
+        if scaler is not None:  # the loop's scaled loss: a power of two times the batch mean, exact
+            scales = scales * scaler.scales[: len(cohort)]
+        penalty = terms is not None and overrides(terms, "penalty")
         if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
-            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales, terms)
+            # the penalty joins the loss's one backward, unless each client's loss is scaled on its own
+            joined = penalty and scaler is None
+            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales, terms if joined else None)
+            penalty = penalty and not joined
         else:
+            if self.rounds.training.amp:  # an algorithm's loss per sample (MOON's) needs vmap
+                raise LoopNeeded(VMAP_UNDER_AMP)
             masks = [] if self.dropout is None else \
                 self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
             gradients, loss_sums = self._vmapped_gradients(views, inputs, targets, valid, scales, masks, terms)
+        skipped = None if scaler is None else scaler.unscale(gradients)
+        if penalty:
+            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
         for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
             member.loss_sum += loss_sum
-        return gradients
+        return gradients, skipped
 
     def _vmapped_gradients(self, views, inputs, targets, valid, scales, masks, terms):
-        """The gradients and raw loss sums of `_step` through ``vmap(grad)``, with the terms' penalty added."""
+        """The loss gradients and raw loss sums of `_step` through ``vmap(grad)``."""
         trainable = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if wanted}
         frozen = {name: view for name, view, wanted in zip(self.names, views, self.trainable) if not wanted}
         extras = [] if terms is None else terms.step_inputs(inputs)
         with contextlib.nullcontext() if self.dropout is None else self.dropout.applied():
             gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks, extras)
-        gradients = list(gradients.values())
-        if terms is not None and overrides(terms, "penalty"):
-            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
-        return gradients, loss_sums
+        return list(gradients.values()), loss_sums
 
-    def _plain_gradients(self, views, inputs, targets, valid, scales, terms):
-        """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`)."""
+    def _plain_gradients(self, views, inputs, targets, valid, scales, penalty_terms):
+        """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`), with
+        ``penalty_terms``' penalty where given."""
         leaves = [view.detach().requires_grad_(wanted) for view, wanted in zip(views, self.trainable)]
-        outputs = stacked_forward(self.plain, dict(zip(self.names, leaves)), inputs)
         active, longest = inputs.shape[:2]
-        raw = self.rounds.task.loss(outputs.reshape(active * longest, *outputs.shape[2:]),
-                                    targets.reshape(active * longest, *targets.shape[2:])).view(active, longest)
+        with autocast(inputs.device, self.rounds.training.amp):
+            outputs = stacked_forward(self.plain, dict(zip(self.names, leaves)), inputs)
+            raw = self.rounds.task.loss(outputs.reshape(active * longest, *outputs.shape[2:]),
+                                        targets.reshape(active * longest, *targets.shape[2:])).view(active, longest)
         raw_sums = (raw * valid).sum(1)
         total = (raw_sums * scales).sum()  # each client's batch-mean loss; its row's gradient is its own
-        if terms is not None and overrides(terms, "penalty"):
-            total = total + terms.penalty(leaves)
+        if penalty_terms is not None:
+            total = total + penalty_terms.penalty(leaves)
         gradients = torch.autograd.grad(total, [leaf for leaf, wanted in zip(leaves, self.trainable) if wanted])
         return list(gradients), raw_sums.detach()
 
