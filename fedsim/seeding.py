@@ -24,11 +24,12 @@ class Stream(enum.IntEnum):
     STEP_DATA = 0x57E9
     """One rank's augmentation and feature noise at one global step (step, rank)."""
     STEP_DROPOUT = 0x57EA
-    """Dropout and other global-RNG draws of one global step (step)."""
+    """Dropout and other global-RNG draws of one global step: one rank's (step, rank), a fused forward's (step)."""
     CLIENT_DATA = 0xC11E
     """One client's shuffles, augmentation and noise in one round (round, client)."""
     CLIENT_DROPOUT = 0xC11F
-    """Dropout and other global-RNG draws of one client in one round (round, client)."""
+    """Dropout and other global-RNG draws of one client in one round (round, client), or of the one forward of a
+    round's one-step clients (round)."""
     CLIENT_LOSS = 0xD409
     """Which of a round's sampled clients fail to return, with ``client_dropout`` (round)."""
     STRAGGLERS = 0x5796

@@ -31,7 +31,7 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
 
     Examples
     --------
-    >>> from fedsim.results.recorder import Progress
+    >>> from fedsim.results.progress import Progress
     >>> rows = [{"round": r, "test_accuracy": a, "test_loss": 1.0} for r, a in enumerate([.5, .9, .6, .7, .8, .7], 1)]
     >>> s = summarize(rows, Progress(), num_partitions=2)
     >>> s["final_test_accuracy"], s["best_test_accuracy"], s["best_round"], round(s["last_5_mean_test_accuracy"], 3)

@@ -13,7 +13,7 @@ from partitions import feature_noise_levels
 from ..aggregate import accumulate, aggregation_weights
 from ..algorithms import round_algorithm
 from ..client import ClientUpdate, client_update, get_state, state_tensors
-from ..results.recorder import RoundStats
+from ..results.progress import RoundStats
 from ..schedule import holdout_of, model_bytes, sample_participants
 from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer

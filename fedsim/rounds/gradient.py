@@ -22,7 +22,7 @@ from ..aggregate import (
 )
 from ..client import state_tensors
 from ..comm.compression import check_in_process, simulate, wire_bytes
-from ..results.recorder import RoundStats
+from ..results.progress import RoundStats
 from ..schedule import RankSchedule, micro_batch_count, model_bytes
 from ..seeding import Stream, derive_seed, torch_generator
 from ..server import ServerOptimizer

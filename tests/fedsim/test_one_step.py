@@ -10,6 +10,7 @@ from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.fedavg import InProcessFedAvgRounds
 from fedsim.engines.inprocess.one_step import OneStepClients, _groups
+from fedsim.models import register_model
 from fedsim.optim import OptimizerConfig
 
 from .numerics import EXACT, assert_rows_close, relative_distance
@@ -39,9 +40,9 @@ def fused_clients(monkeypatch):
     counted = []
     train = OneStepClients.train
 
-    def counting(self, clients, weighted_sum, stats):
+    def counting(self, round_index, clients, weighted_sum, stats):
         counted.append(len(clients))
-        return train(self, clients, weighted_sum, stats)
+        return train(self, round_index, clients, weighted_sum, stats)
 
     monkeypatch.setattr(OneStepClients, "train", counting)
     return counted
@@ -105,3 +106,31 @@ def test_what_one_forward_would_not_compute_is_trained_client_by_client(settings
 def test_groups_keep_each_forward_within_the_limit():
     assert list(_groups([3, 3, 3, 9, 1], 6)) == [(0, 2), (2, 3), (3, 4), (4, 5)]
     assert list(_groups([], 6)) == []
+
+
+class Noise(torch.nn.Module):
+    """A user's random layer, which draws from torch's global stream in training."""
+
+    def forward(self, inputs):
+        return inputs + 0.1 * torch.randn_like(inputs) if self.training else inputs
+
+
+@register_model("test-noisy-mlp")
+def noisy_mlp(*, num_classes, in_channels, image_size, norm=None, se=False):
+    return torch.nn.Sequential(torch.nn.Flatten(), Noise(), torch.nn.Linear(in_channels * image_size**2, num_classes))
+
+
+@pytest.mark.parametrize("strategy", ["fedavg", "allreduce"])
+def test_a_fused_forward_draws_a_random_layer_from_the_runs_stream(strategy, fused_clients):
+    """One-step clients' forward (and allreduce's fused step) seed the global stream: the same run twice in one
+    process, whose global stream has moved on in between, ends in the same model."""
+    settings = {**BASE, "model": "test-noisy-mlp", "strategy": strategy, "partition": "iid"}
+    if strategy == "allreduce":
+        for name in ("vectorize", "fraction"):  # FedAvg's alone
+            del settings[name]
+    config = RunConfig(**settings)
+    first, second = run(config).global_state, run(config).global_state
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    assert relative_distance(run(config.replace(seed=1)).global_state, first) > 1e-3
+    if strategy == "fedavg":
+        assert fused_clients  # the clients took their one step together

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from fedsim.config.run_config import RunConfig
-from fedsim.results.recorder import CHECKPOINT_FORMAT, Recorder, RoundStats
+from fedsim.results.progress import RoundStats
+from fedsim.results.recorder import CHECKPOINT_FORMAT, Recorder
 from fedsim.results.folder import read_rows
 from fedsim.schedule import SampleGrid
 from partitions import Partition

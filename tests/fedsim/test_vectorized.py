@@ -313,7 +313,7 @@ def test_under_amp_a_cohort_that_needs_vmap_falls_back_to_the_loop_or_is_refused
     OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1),
 ], ids=["nesterov", "adam", "adamw"])
 def test_a_skipped_step_leaves_a_client_as_its_own_gradscaler_leaves_it(optimizer):
-    """Stacked scales, skips and optimizer rows against torch's GradScaler and the loop's optimizer, client by client."""
+    """Stacked scales, skips and optimizer rows against one GradScaler and loop optimizer per client."""
     steps, broken = [6, 6, 4], {(0, 0), (1, 0), (2, 0), (1, 2), (0, 4), (2, 3)}  # (client, step): a non-finite gradient
     generator = torch.Generator().manual_seed(0)
     start = torch.randn(5, 3, dtype=torch.float64, generator=generator)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from .collectives import all_gather_object, all_reduce_sum
 

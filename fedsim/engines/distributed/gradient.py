@@ -22,7 +22,7 @@ from ...aggregate import loss_class_weights
 from ...client import state_tensors
 from ...comm.compression import wire_bytes
 from ...comm.hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from ...sampler import ShardSampler
 from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator

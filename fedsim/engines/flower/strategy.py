@@ -27,7 +27,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from ...aggregate import aggregation_weights
 from ...results.client_eval import evaluate_round
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from .client_app import config_json
 from .records import extra_tensors, from_record, to_record
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from .one_step import OneStepClients
 from .vectorized import VectorizedClients, automatic_refusal, vectorize_refusal
@@ -45,7 +45,7 @@ class InProcessFedAvgRounds(FedAvgRounds):
         if self.one_step is not None:
             fused, assignments = self.one_step.split(round_index, assignments)
             if fused:
-                self.one_step.train(fused, weighted_sum, stats)
+                self.one_step.train(round_index, fused, weighted_sum, stats)
         if self.vectorized is not None and assignments:
             assignments = self.vectorized.train(round_index, assignments, weighted_sum, stats)
         super().train_clients(round_index, assignments, weighted_sum, stats)

@@ -6,7 +6,8 @@ import torch
 
 from ...rounds.gradient import GradientRounds
 from ...schedule import micro_batch_count
-from ...training import autocast, training_batch
+from ...seeding import Stream, derive_seed
+from ...training import autocast, seeded_global_rng, training_batch
 
 
 def forward_per_rank(model: torch.nn.Module) -> bool:
@@ -47,7 +48,9 @@ class InProcessGradientRounds(GradientRounds):
         if not self.fused:
             return super().step(batches, active)
         self.server.zero_grad()
-        return self._fused_step(batches, active)
+        # a layer's own random draws (sync_bn's dropout, a user's noise) from the step's stream, not the process's
+        with seeded_global_rng(derive_seed(self.config.seed, Stream.STEP_DROPOUT, self.step_count), self.device):
+            return self._fused_step(batches, active)
 
     def _fused_step(self, batches, active) -> float:
         """One forward of all ranks' samples, each weighted by its rank's weight over its batch size.

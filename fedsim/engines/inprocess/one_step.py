@@ -27,9 +27,9 @@ from dataclasses import dataclass
 import torch
 
 from ...client import local_batches, set_state, state_tensors
-from ...results.recorder import RoundStats
-from ...seeding import Stream, torch_generator
-from ...training import as_index_tensor, training_batch
+from ...results.progress import RoundStats
+from ...seeding import Stream, derive_seed, torch_generator
+from ...training import as_index_tensor, seeded_global_rng, training_batch
 from .gradient import forward_per_rank
 
 #: The most samples one fused forward takes (its activations stay a few hundred MB for the CNN); more go in several.
@@ -87,16 +87,21 @@ class OneStepClients:
                 looped.append((client, weight))
         return fused, looped
 
-    def train(self, clients: list[OneStepClient], weighted_sum: list[torch.Tensor], stats: RoundStats) -> None:
-        """Add the clients' scaled trained models to ``weighted_sum`` and their counts to ``stats``."""
+    def train(self, round_index: int, clients: list[OneStepClient], weighted_sum: list[torch.Tensor],
+              stats: RoundStats) -> None:
+        """Add round ``round_index``'s one-step clients' scaled trained models to ``weighted_sum``, their counts
+        to ``stats``."""
         rounds = self.rounds
         model, global_state = rounds.model, rounds.global_state
         set_state(model, global_state)
         model.train()
         model.zero_grad(set_to_none=True)
         scales = [rounds.algorithm.scale(one.weight, 1) for one in clients]
-        for start, stop in _groups([one.batch.numel() for one in clients], MAX_SAMPLES):
-            self._backward(clients[start:stop], scales[start:stop], stats)
+        # a user's random layer draws from the round's stream, not the process's (which a resume would change)
+        seed = derive_seed(rounds.config.seed, Stream.CLIENT_DROPOUT, round_index)
+        with seeded_global_rng(seed, global_state[0].device):
+            for start, stop in _groups([one.batch.numel() for one in clients], MAX_SAMPLES):
+                self._backward(clients[start:stop], scales[start:stop], stats)
         total = sum(scales)
         optimizer = rounds.training.optimizer
         step = optimizer.lr * (1.0 + optimizer.momentum if optimizer.nesterov else 1.0)

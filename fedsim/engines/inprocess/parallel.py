@@ -25,7 +25,7 @@ import os
 import torch
 
 from ...interrupts import ignore_stop_signals
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from ...algorithms import algorithm_class
 from ...config.strategies import get_strategy
 from .fedavg import InProcessFedAvgRounds

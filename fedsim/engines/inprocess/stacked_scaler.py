@@ -47,7 +47,7 @@ class StackedLossScaler:
         return ~finite
 
     def update(self, skipped: torch.Tensor) -> None:
-        """Back off the scales of the clients that skipped their step; grow those finite for ``growth_interval`` steps."""
+        """Back off the scales of the clients that skipped their step; grow those finite ``growth_interval`` steps."""
         active = skipped.shape[0]
         scales, finite_steps = self.scales[:active], self.finite_steps[:active]
         counted = finite_steps + 1

@@ -50,7 +50,7 @@ from torchvision.ops import StochasticDepth
 from ...algorithms.base import LocalTerms
 from ...client import local_batches, local_step_count
 from ...data import normalize
-from ...results.recorder import RoundStats
+from ...results.progress import RoundStats
 from ...seeding import Stream, torch_generator
 from ...training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
@@ -180,7 +180,8 @@ class VectorizedClients:
             if "vmap: called random operation" not in str(error):
                 raise
             # a random draw in the forward that is not nn.Dropout's (a user's layer): no client's own stream draws it
-            reason = "the model draws random numbers in its forward outside nn.Dropout, which no client's own stream can draw"
+            reason = ("the model draws random numbers in its forward outside nn.Dropout, which no client's own stream "
+                      "can draw")
         except LoopNeeded as error:
             reason = str(error)
         # this and every later cohort train in the loop
@@ -267,7 +268,8 @@ class VectorizedClients:
         if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
             # the penalty joins the loss's one backward, unless each client's loss is scaled on its own
             joined = penalty and scaler is None
-            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales, terms if joined else None)
+            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales,
+                                                         terms if joined else None)
             penalty = penalty and not joined
         else:
             if self.rounds.training.amp:  # an algorithm's loss per sample (MOON's) needs vmap
