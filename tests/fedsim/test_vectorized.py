@@ -114,12 +114,14 @@ def fedavg_rounds(config, optimizer=None) -> InProcessFedAvgRounds:
     return rounds
 
 
+#: The stacked optimizers' settings that the loop's optimizers are compared with.
+OPTIMIZERS = {"nesterov": OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True),
+              "adam": OptimizerConfig(name="adam", lr=0.01, weight_decay=0.01),
+              "adamw": OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1)}
+
+
 @pytest.mark.numerics
-@pytest.mark.parametrize("optimizer", [
-    OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True),
-    OptimizerConfig(name="adam", lr=0.01, weight_decay=0.01),
-    OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1),
-], ids=["nesterov", "adam", "adamw"])
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS.values()), ids=list(OPTIMIZERS))
 def test_each_client_keeps_its_own_optimizer_state(optimizer):
     config = RunConfig(**BASE)
     cohort, loop = fedavg_rounds(config, optimizer), fedavg_rounds(config, optimizer)
@@ -278,6 +280,7 @@ def amp_precision(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.numerics
 def test_under_amp_cohorts_train_as_the_loop_skipped_steps_included(amp_precision):
     # momentum: a client's first fp16 steps at the initial scale overflow and are skipped, in the loop and the cohort
     config = RunConfig(**{**BASE, "dtype": "float32", "amp": True, "momentum": 0.9, "mu": 0.1})
@@ -294,6 +297,7 @@ def test_under_amp_cohorts_train_as_the_loop_skipped_steps_included(amp_precisio
         assert cohort.scaler.get_scale() == loop.scaler.get_scale() < 2.0**16  # steps overflowed and were skipped
 
 
+@pytest.mark.numerics
 def test_under_amp_a_cohort_that_needs_vmap_falls_back_to_the_loop_or_is_refused_when_asked(tmp_path):
     # MOON's loss per sample (from round 1, with previous models) takes the vmap path even for the 2NN, and
     # vmap(grad) does not compute AMP's: round 0 trains as cohorts, round 1 in the loop
@@ -307,11 +311,8 @@ def test_under_amp_a_cohort_that_needs_vmap_falls_back_to_the_loop_or_is_refused
         run(config.replace(vectorize=True), tmp_path / "asked")
 
 
-@pytest.mark.parametrize("optimizer", [
-    OptimizerConfig(lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True),
-    OptimizerConfig(name="adam", lr=0.01, weight_decay=0.01),
-    OptimizerConfig(name="adamw", lr=0.01, weight_decay=0.1),
-], ids=["nesterov", "adam", "adamw"])
+@pytest.mark.numerics
+@pytest.mark.parametrize("optimizer", list(OPTIMIZERS.values()), ids=list(OPTIMIZERS))
 def test_a_skipped_step_leaves_a_client_as_its_own_gradscaler_leaves_it(optimizer):
     """Stacked scales, skips and optimizer rows against one GradScaler and loop optimizer per client."""
     steps, broken = [6, 6, 4], {(0, 0), (1, 0), (2, 0), (1, 2), (0, 4), (2, 3)}  # (client, step): a non-finite gradient
