@@ -107,7 +107,7 @@ class FedAvgRounds:
         self._client_scales.append((scale, growth_count))
 
     def settle_scale(self) -> None:
-        """Start the next round from the smallest scale a client of this round ended with (none overflowed at it)."""
+        """Start the next round from the smallest scale a client of this round ended with, the most cautious."""
         if self._client_scales:
             state = self.scaler.state_dict()
             state["scale"], state["_growth_tracker"] = min(self._client_scales)
