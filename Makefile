@@ -7,7 +7,16 @@ INSTALLED := $(VENV)/.fedsim-installed
 RESULTS ?= results
 PYTEST_ARGS ?=
 
-.PHONY: demo test install clean
+# The arithmetics the suite must hold under (DESIGN.md "Numerics"): ATen, MKL and oneDNN each pick their
+# kernels by CPU, and the thread count changes the order of sums. `make test-arithmetic ARITHMETIC=plain`
+# runs the suite as a machine with other kernels would; PYTEST_ARGS narrows it as for `make test`.
+ARITHMETIC ?= machine
+ARITHMETIC_ENV_machine :=
+ARITHMETIC_ENV_avx2 := ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
+ARITHMETIC_ENV_plain := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 OMP_NUM_THREADS=1
+ARITHMETICS := machine avx2 plain
+
+.PHONY: demo test test-arithmetic install clean
 
 install: $(INSTALLED)
 
@@ -28,6 +37,12 @@ demo: $(INSTALLED)
 
 test: $(INSTALLED)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-arithmetic: $(INSTALLED)
+	@case " $(ARITHMETICS) " in *" $(ARITHMETIC) "*) ;; \
+	  *) echo "ARITHMETIC must be one of: $(ARITHMETICS); got '$(ARITHMETIC)'" >&2; exit 2;; esac
+	@echo "the test suite under the $(ARITHMETIC) arithmetic: $(or $(ARITHMETIC_ENV_$(ARITHMETIC)),the machine's own kernels)"
+	env $(ARITHMETIC_ENV_$(ARITHMETIC)) $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .hypothesis build *.egg-info

@@ -49,6 +49,36 @@ def test_readme_python_blocks_run_in_order(tmp_path, monkeypatch):
             pytest.fail(f"README python block {index + 1} fails: {type(error).__name__}: {error}\n{body}")
 
 
+#: README lines that start processes for minutes, whose settings tests/fedsim/test_distributed.py and
+#: test_flower.py run: here they are parsed and their config built and checked, not run.
+PROCESS_LINES = re.compile(r"^fedsim (ddp|flower simulate|flower deploy) ", re.M)
+PARSE_ONLY = Path(__file__).with_name("readme_parse_only.py")
+
+
+def quick_block(body: str) -> str:
+    """Return ``body`` with one round and its DDP and Flower lines checked rather than run."""
+    quick = re.sub(r"--rounds \d+", "--rounds 1", body)
+    quick = re.sub(r"rounds = \d+", "rounds = 1", quick)  # in a settings file the block writes
+    return PROCESS_LINES.sub(lambda line: f"{sys.executable} -P {PARSE_ONLY} {line.group(1)} ", quick)
+
+
+def test_readme_process_lines_are_checked_not_run():
+    # -P: the script's folder (tests/, with its package `fedsim`) must not hide the installed fedsim
+    ddp = quick_block("fedsim ddp --nproc 2 --rounds 5 --out r\nfedsim run --rounds 3 --out s\n")
+    assert ddp == f"{sys.executable} -P {PARSE_ONLY} ddp --nproc 2 --rounds 1 --out r\nfedsim run --rounds 1 --out s\n"
+    assert any(PROCESS_LINES.search(body) for body in fedsim_blocks())  # the README still has such lines
+
+
+@pytest.mark.parametrize("line, error", [
+    ("ddp --nproc 3 --strategy reweighted --num-partitions 2 --out r", "--num-partitions`=2 must equal"),
+    ("flower simulate --strategy fedavg --lr -1 --out r", "--lr"),
+])
+def test_a_process_line_that_would_fail_fails_its_check(line, error):
+    result = subprocess.run([sys.executable, "-P", str(PARSE_ONLY), *line.split()], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode != 0 and error in result.stderr, result.stderr[-2000:]
+
+
 @pytest.mark.slow
 def test_readme_fedsim_blocks_run_with_one_round(tmp_path):
     bin_folder = Path(sys.executable).parent  # where `fedsim` is installed beside this Python
@@ -58,8 +88,6 @@ def test_readme_fedsim_blocks_run_with_one_round(tmp_path):
     assert len(found) >= 2
     for body in found:
         assert "..." not in body, f"a README command must be runnable as written:\n{body}"
-        quick = re.sub(r"--rounds \d+", "--rounds 1", body)
-        quick = re.sub(r"rounds = \d+", "rounds = 1", quick)  # in a settings file the block writes
-        result = subprocess.run(["bash", "-euo", "pipefail", "-c", quick], cwd=tmp_path, env=environment,
-                                capture_output=True, text=True, check=False)
+        result = subprocess.run(["bash", "-euo", "pipefail", "-c", quick_block(body)], cwd=tmp_path,
+                                env=environment, capture_output=True, text=True, check=False, timeout=600)
         assert result.returncode == 0, f"{body}\n{result.stderr[-2000:]}"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 
+#: The settings that act on the clients' local test sets, and so need ``local_test_fraction``.
+ON_LOCAL_TEST_SETS = ("eval_clients_every", "personalize_steps", "holdout_clients", "client_target")
+
+
 def check_client_evaluation(config, defaults: dict, local_training: bool) -> None:
     """Refuse a setting of the clients' evaluation without the local test sets it needs, and a held-out
     client where every client trains at every step.
@@ -16,10 +20,7 @@ def check_client_evaluation(config, defaults: dict, local_training: bool) -> Non
         Whether the strategy trains sampled clients for a round (FedAvg's round), which a held-out
         client can sit out; allreduce and reweighted train every rank at every step.
     """
-    given = {"eval_clients_every": config.eval_clients_every is not None,
-             "personalize_steps": config.personalize_steps is not None,
-             "holdout_clients": config.holdout_clients is not None,
-             "client_target": config.client_target != defaults["client_target"]}
+    given = {name: getattr(config, name) != defaults[name] for name in ON_LOCAL_TEST_SETS}
     if config.local_test_fraction is None and any(given.values()):
         name = next(name for name, is_set in given.items() if is_set)
         raise ValueError(f"`{name}` applies to the clients' local test sets; set `local_test_fraction` to make them")

@@ -16,6 +16,7 @@ from partitions._io import read_text
 from .keys import field_values, line_of
 from .run_config import FIELD_NAMES, RunConfig
 from .partitioning import SCHEME_SETTINGS
+from .client_evaluation import ON_LOCAL_TEST_SETS
 from ..provenance import ENVIRONMENT_KEY
 from .strategies import SETTINGS
 
@@ -155,6 +156,8 @@ def _where_read(name: str) -> dict:
         context["strategy"] = "reweighted"  # it takes every rule
     if name in SCHEME_SETTINGS:
         context["partition"] = SCHEME_SETTINGS[name][0][0]
+    if name in ON_LOCAL_TEST_SETS:
+        context["local_test_fraction"] = 0.5  # any: whether one is set is checked with the other settings
     return context
 
 

@@ -74,3 +74,19 @@ def test_from_toml_reads_the_top_level_and_the_run_table(tmp_path):
     path.write_text('lr = 0.2\nout = "x"\n[run]\nstrategy = "allreduce"\n[compare]\nlr = 0.3\n')
     config = from_toml(path)
     assert (config.strategy, config.lr) == ("allreduce", 0.2)
+
+
+@pytest.mark.parametrize("setting", ["personalize-steps = 2", "eval-clients-every = 2", "holdout-clients = 0.25",
+                                     "client-target = 0.5"])
+def test_a_setting_of_the_local_test_sets_is_read_beside_its_fraction_and_refused_without(tmp_path, setting):
+    """Each value is checked alone before the file's settings meet: one that needs another must not fail there.
+
+    A run's own config.json holds such pairs, so `--resume` of a run with `--personalize-steps` read them too.
+    """
+    path = tmp_path / "s.toml"
+    path.write_text(f"local-test-fraction = 0.2\n{setting}\n")
+    config = from_toml(path)
+    assert config.local_test_fraction == 0.2
+    path.write_text(f"{setting}\n")
+    with pytest.raises(ValueError, match=f"`{setting.split(' ')[0].replace('-', '_')}` applies to the clients' local"):
+        from_toml(path)
