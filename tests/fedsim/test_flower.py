@@ -290,8 +290,10 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     assert fedsim("flower", "certs", str(tmp_path / "certs")).returncode == 0
     assert (tmp_path / "certs" / "server.key").stat().st_mode & 0o777 == 0o600
     out = tmp_path / "flower"
+    # --timeout: how long a round waits for its replies; round 1's must come from ClientApp processes that each
+    # import torch afresh, which takes seconds on a busy 2-core machine, so 15 rather than the lost node's few
     launcher = subprocess.Popen([sys.executable, "-m", "fedsim", "flower", "deploy", "--tls", str(tmp_path / "certs"),
-                                 "--auth", *flags(DEPLOYED), "--algorithm-option", "mu=0.1", "--timeout", "30",
+                                 "--auth", *flags(DEPLOYED), "--algorithm-option", "mu=0.1", "--timeout", "15",
                                  "--quiet", "--out", str(out)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
