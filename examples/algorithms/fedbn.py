@@ -1,13 +1,19 @@
 """FedBN (Li et al., "FedBN: Federated Learning on Non-IID Features via Local Batch Normalization", ICLR 2021).
 
 BatchNorm stays local: each client keeps its own BatchNorm weights, biases and running statistics
-between the rounds it takes part in (its state), trains from the global model with its own
-BatchNorm in place, and the server averages every other parameter as FedAvg does. The server
-never moves the BatchNorm of the global model by the clients' own; the central test, which has
-no client, evaluates the global model with the mean of the BatchNorm of the clients of the
-round. A client's first round starts from the global BatchNorm. With local test sets
-(``--local-test-fraction``), each client's own model, the global one with its BatchNorm, is
-evaluated on its local test set beside the global model. Run it with a model that has BatchNorm::
+between the rounds it takes part in (its state), and from its second round on trains from the
+global model with its own BatchNorm in place; the other parameters are averaged as FedAvg
+averages them. A client's own model, the one the paper evaluates, is the global one with its
+BatchNorm: with local test sets (``--local-test-fraction``) it is evaluated on the client's local
+test set beside the global model.
+
+The server also combines the clients' BatchNorm into the global model, as FedAvg combines every
+tensor (the weights and biases take the server step, the running statistics the weighted mean of
+the round's clients'), and no client with BatchNorm of its own trains with that combination. It
+serves where the paper, whose clients all train from the first round, has no client's BatchNorm
+to use: the central test, which has no client, evaluates the global model with it, and a client's
+first round starts from it, where the paper's starts from the initial model's. Run it with a
+model that has BatchNorm::
 
     fedsim run --strategy examples/algorithms/fedbn.py:FedBN --model cnn --norm batch ...
 """

@@ -3,7 +3,8 @@
 Client k, from the global model w, minimises its loss plus a linear and a quadratic term,
 ``L_k(v) - <g_k, v> + alpha/2 |v - w|^2``, then keeps ``g_k <- g_k - alpha (v_k - w)`` (the
 gradient of its loss at its new model, by the first-order condition). The server keeps
-``h <- h - alpha/m sum_{k in P} (v_k - w)`` over the m clients and moves to the mean of the
+``h <- h - alpha/m sum_{k in P} (v_k - w)`` over the m clients that train (``num_partitions``
+less the ``--holdout-clients``, which never do, as SCAFFOLD's N) and moves to the mean of the
 trained models less ``h / alpha``. Run it with ``--weights equal`` for the paper's plain mean::
 
     fedsim run --strategy examples/algorithms/feddyn.py:FedDyn --algorithm-option alpha=0.01 --weights equal ...
@@ -12,6 +13,7 @@ trained models less ``h / alpha``. Run it with ``--weights equal`` for the paper
 import torch
 
 from fedsim.algorithms import Algorithm, ClientStates, LocalTerms, Option
+from fedsim.config.partitioning import training_client_count
 
 
 class DynamicRegularizer(LocalTerms):
@@ -36,7 +38,8 @@ class FedDyn(Algorithm):
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
         params = global_state[: self.num_params]
-        self.alpha, self.num_clients = self.option("alpha"), config.num_partitions
+        # held-out clients never train, so h's mean is over the others
+        self.alpha, self.num_clients = self.option("alpha"), training_client_count(config)
         self.h = [torch.zeros_like(param) for param in params]
         self.change_sum = [torch.zeros_like(param) for param in params]  # sum over the round's clients of v_k - w
         self.client_states = ClientStates(params)  # g_k, zero until a client has trained

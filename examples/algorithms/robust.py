@@ -8,6 +8,7 @@ clients train as FedAvg's do; only `Algorithm.aggregate` changes. Run it with::
 """
 
 import math
+from fractions import Fraction
 
 import torch
 
@@ -30,6 +31,23 @@ class Median(Algorithm):
         return [(values[(count - 1) // 2] + values[count // 2]) / 2 for values in sorted_coordinates(models)]
 
 
+def trimmed_count(beta, count):
+    """Return how many of ``count`` values a ``beta``-trimmed mean drops at each end: floor(beta count), exactly.
+
+    ``beta`` is taken as the decimal it was written as (its shortest repr), so that 0.29 of 100
+    is 29: the product in floating point, 28.999999999999996, would floor to 28. At least one
+    value stays.
+
+    Examples
+    --------
+    >>> trimmed_count(0.29, 100), 0.29 * 100
+    (29, 28.999999999999996)
+    >>> trimmed_count(0.1, 10), trimmed_count(0.3, 7)
+    (1, 2)
+    """
+    return min(math.floor(Fraction(repr(float(beta))) * count), (count - 1) // 2)
+
+
 class TrimmedMean(Algorithm):
     """The coordinate-wise beta-trimmed mean: drop the floor(beta m) largest and smallest of m values, average the rest."""
 
@@ -39,5 +57,5 @@ class TrimmedMean(Algorithm):
 
     def aggregate(self, models, weights, global_state):
         count = len(models)
-        dropped = min(math.floor(self.option("beta") * count), (count - 1) // 2)  # at least one value stays
+        dropped = trimmed_count(self.option("beta"), count)
         return [values[dropped : count - dropped].mean(dim=0) for values in sorted_coordinates(models)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config.partitioning import holdout_count
+from ..config.partitioning import training_client_count
 from .base import Algorithm, LocalTerms
 from .client_state import ClientStates
 
@@ -59,8 +59,7 @@ class Scaffold(Algorithm):
         super().__init__(config, model, global_state)
         params = global_state[: self.num_params]
         # N, the clients the server's c averages over: those that train (held-out clients never do)
-        held = 0 if config.holdout_clients is None else holdout_count(config.holdout_clients, config.num_partitions)
-        self.lr, self.num_clients = config.lr, config.num_partitions - held
+        self.lr, self.num_clients = config.lr, training_client_count(config)
         self.server_control = [torch.zeros_like(param) for param in params]
         self.client_states = ClientStates(params)
         self.control_sum = [torch.zeros_like(param) for param in params]

@@ -196,6 +196,19 @@ def holdout_count(share: float, num_clients: int) -> int:
     return round(share * num_clients)
 
 
+def training_client_count(config) -> int:
+    """Return how many of ``config``'s ``num_partitions`` clients train: all but the ``holdout_clients`` share.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> [training_client_count(SimpleNamespace(num_partitions=10, holdout_clients=h)) for h in (None, 0.2)]
+    [10, 8]
+    """
+    held = 0 if config.holdout_clients is None else holdout_count(config.holdout_clients, config.num_partitions)
+    return config.num_partitions - held
+
+
 def hold_out(partition: partitions.Partition, share: float, seed: int) -> partitions.Partition:
     """Return ``partition`` with a seeded ``share`` of its clients held out of training: unseen clients.
 

@@ -224,6 +224,7 @@ def test_moon_representation_is_the_input_of_the_classifier_layer(name):
     assert layer.out_features == 7 and torch.equal(seen["output"], logits)
 
 
+@pytest.mark.numerics
 def test_scaffold_and_fednova_learn_under_two_classes_per_client(mnist5k):
     # the benchmark grid's quick preset (benchmarks/compare_strategies.py) at #C=2
     shared = RunConfig(dataset="mnist-5k", model="mlp", partition="pathological", classes_per_partition=2,

@@ -146,6 +146,7 @@ def test_feature_noise_changes_the_update(cnn, mnist5k, task):
     assert not torch.equal(update(cnn, state, mnist5k, task).delta[0], noisy.delta[0])
 
 
+@pytest.mark.numerics
 def test_bf16_autocast_on_cpu_trains(cnn, mnist5k, task):
     state = get_state(cnn)
     plain = update(cnn, state, mnist5k, task)
@@ -163,6 +164,7 @@ def test_without_delta_the_trained_model_stays_in_place(cnn, mnist5k, task):
     torch.testing.assert_close([t - s for t, s in zip(trained, state)], expected, rtol=0, atol=0)
 
 
+@pytest.mark.numerics
 def test_one_epoch_of_the_whole_train_set_learns(cnn, mnist5k, task):
     state = get_state(cnn)
     result = client_update(cnn, state, mnist5k, np.arange(4000), task=task,

@@ -11,11 +11,13 @@ def accuracy(mnist5k, **settings):
     return run(config, data=mnist5k).rows[-1]["test_accuracy"]
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("strategy", ["allreduce", "reweighted", "fedavg"])
 def test_each_strategy_learns_mnist5k_iid_in_two_rounds(mnist5k, strategy):
     assert accuracy(mnist5k, strategy=strategy, partition="iid", rounds=2) > 0.8
 
 
+@pytest.mark.numerics
 def test_one_class_per_client_hurts_fedavg_but_not_allreduce(mnist5k):
     one_class = {"partition": "pathological", "classes_per_partition": 1, "class_assignment_mode": "deterministic"}
     fedavg = {"strategy": "fedavg", "local_epochs": 3, "rounds": 1, "fraction": 1.0}

@@ -30,6 +30,7 @@ def run_steps(optimizer, params, gradients) -> None:
         optimizer.step()
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("settings", SETTINGS)
 def test_sgd_steps_as_torch_sgd_does(settings, dtype):

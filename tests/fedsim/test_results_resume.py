@@ -87,6 +87,7 @@ def _fedsim_run(out, *extra, rounds):
                             stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.numerics
 @pytest.mark.slow
 def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
     # Given more rounds than any machine runs while the test watches, the run is alive when its checkpoint

@@ -16,7 +16,7 @@ from fedsim.config.run_config import RunConfig
 from fedsim.engines.distributed.launch import check_world_size
 from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.parallel import check_workers
-from fedsim.schedule import sample_clients
+from fedsim.schedule import holdout_of, sample_clients, sample_participants
 
 from .numerics import EXACT
 from .test_algorithms import FULL_BATCH, STEPS, load, sgd_steps, shard_batch
@@ -70,18 +70,41 @@ def test_the_median_and_the_trimmed_mean_follow_yins_rules():
     assert run(trimmed).rows[-1]["strategy"] == "trimmed-mean"
 
 
+@pytest.mark.parametrize("count, beta, dropped", [
+    (100, 0.29, 29),  # 0.29 * 100 is 28.999999999999996 in floating point
+    (180, 0.35, 63),  # 62.99999999999999
+    (10, 0.1, 1), (7, 0.3, 2), (8, 0.2, 1), (5, 0.25, 1), (4, 0.2, 0), (3, 0.49, 1),
+])
+def test_the_trimmed_mean_drops_floor_beta_m_values_at_each_end_counted_exactly(count, beta, dropped):
+    """Values k^2 in a shuffled order: each count dropped gives another mean of what is left."""
+    trimmed = algorithm_class(TRIMMED)(RunConfig(strategy=TRIMMED, algorithm_options={"beta": beta}),
+                                       torch.nn.Linear(1, 1, bias=False), [torch.zeros(1, 1, dtype=torch.float64)])
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(count))
+    models = [[torch.full((1, 1), float(k * k), dtype=torch.float64)] for k in order.tolist()]
+    (combined,) = trimmed.aggregate(models, [1 / count] * count, [torch.zeros(1, 1, dtype=torch.float64)])
+    kept = range(dropped, count - dropped)
+    assert combined.item() == pytest.approx(sum(k * k for k in kept) / len(kept), rel=1e-12)
+
+
 @pytest.mark.numerics
-def test_feddyn_follows_its_papers_client_and_server_rules(tmp_path):
+@pytest.mark.parametrize("population", [
+    {"num_partitions": 4},
+    # 1 of 5 clients held out, never trained: h's mean is over the other m = 4
+    {"num_partitions": 5, "holdout_clients": 0.2, "local_test_fraction": 0.25},
+], ids=["all-train", "one-held-out"])
+def test_feddyn_follows_its_papers_client_and_server_rules(tmp_path, population):
     alpha = 0.1
     config = RunConfig(strategy=FEDDYN, algorithm_options={"alpha": alpha}, weights="equal",
-                       **{**FULL_BATCH, "num_partitions": 4, "fraction": 0.5, "rounds": 3, "server_lr": 0.7})
+                       **{**FULL_BATCH, **population, "fraction": 0.5, "rounds": 3, "server_lr": 0.7})
     setup = RunSetup.build(config)
     x = get_state(setup.model)
-    m = config.num_partitions
-    gradients = {k: [torch.zeros_like(p) for p in x] for k in range(m)}
+    held = holdout_of(setup.partition)
+    assert len(held) == (1 if config.holdout_clients else 0)
+    m = config.num_partitions - len(held)
+    gradients = {k: [torch.zeros_like(p) for p in x] for k in range(config.num_partitions)}
     h = [torch.zeros_like(p) for p in x]
     for round_index in range(config.rounds):
-        clients = sample_clients(m, config.fraction, config.seed, round_index).tolist()
+        clients = sample_participants(config.num_partitions, config.fraction, config.seed, round_index, held)
         trained = []
         for k in clients:
             def dynamic(model, inputs, g=gradients[k], anchor=x):
@@ -136,10 +159,12 @@ FEDBN = f"{EXAMPLES}/fedbn.py:FedBN"
 
 
 @pytest.mark.numerics
-def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest(tmp_path):
+def test_fedbn_trains_each_client_with_its_own_batchnorm_and_combines_every_tensor_into_the_global_model(tmp_path):
     """Clients 1 and 2 train twice (rounds 1 and 3, rounds 1 and 2): from their own BatchNorm the second time.
 
-    Each client's own model (the global one with its BatchNorm) is evaluated on its local test set.
+    Clients 0 and 3 first train in rounds 2 and 3, from the global model's BatchNorm: the
+    combination of the clients' before them. Each client's own model (the global one with its
+    BatchNorm) is evaluated on its local test set.
     """
     from fedsim.client import evaluate, set_state, state_tensors
     from fedsim.results.folder import read_rows
@@ -155,6 +180,7 @@ def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest(tmp_path):
         tensor is t for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d) for t in [*m.parameters(),
                                                                                             *m.buffers()])]
     assert norms  # the model has BatchNorm
+    assert [sample_clients(4, config.fraction, config.seed, r).tolist() for r in range(3)] == [[1, 2], [0, 2], [1, 3]]
     own = {}
     for round_index in range(config.rounds):
         clients = sample_clients(4, config.fraction, config.seed, round_index).tolist()
@@ -170,8 +196,9 @@ def test_fedbn_keeps_each_clients_batchnorm_and_averages_the_rest(tmp_path):
             own[k] = [y[i] for i in norms]
             trained.append(y)
         sizes = [len(setup.partition.shard(k)) for k in clients]
+        # every tensor, BatchNorm's too, is combined into the global model: the server step moves the
+        # parameters, the buffers (running statistics) take the mean; a client takes back only its own
         mean = [sum(n / sum(sizes) * y[i] for n, y in zip(sizes, trained)) for i in range(len(x))]
-        # the server step moves the parameters; the buffers (running statistics) take the mean
         x = [xi + config.server_lr * (mi - xi) if i < num_params else mi for i, (xi, mi) in enumerate(zip(x, mean))]
     torch.testing.assert_close(run(config, tmp_path / "fedbn").global_state, x, **EXACT)
     last = [row for row in read_rows(tmp_path / "fedbn" / "clients.csv") if row["round"] == config.rounds]
@@ -246,22 +273,3 @@ def test_moon_refuses_a_model_with_neither_a_linear_layer_nor_a_representation()
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 10, 8), torch.nn.Flatten())
     with pytest.raises(ValueError, match="Sequential has no linear layer whose input could serve as MOON's"):
         Moon(RunConfig(strategy="moon"), model, get_state(model))
-
-
-@pytest.mark.slow
-@pytest.mark.numerics
-def test_fedbn_and_the_median_on_flowers_simulation_equal_in_process(tmp_path):
-    """FedBN's clients keep their BatchNorm on their Flower nodes (``Context.state``); the median combines on the server."""
-    from fedsim.comparison import compare
-
-    from .numerics import assert_rows_close
-
-    config = RunConfig(strategy="fedavg", **{**FULL_BATCH, "model": "cnn", "norm": "batch", "num_partitions": 4,
-                                              "fraction": 0.5, "rounds": 3, "server_lr": 0.7, "batch_size": 20})
-    strategies = [FEDBN, MEDIAN]
-    flower = compare(config, strategies, tmp_path / "flower", engine="flower", quiet=True)
-    expected = compare(config, strategies, tmp_path / "inprocess", quiet=True)
-    assert list(expected) == ["fedbn", "median"]
-    for name in expected:
-        torch.testing.assert_close(flower[name].global_state, expected[name].global_state, **EXACT)
-        assert_rows_close(flower[name].rows, expected[name].rows)

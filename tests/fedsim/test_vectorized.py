@@ -200,6 +200,7 @@ def test_a_cnn_runs_as_cohorts_when_asked_and_otherwise_in_the_loop(tmp_path):
     torch.testing.assert_close(asked.global_state, automatic.global_state, **EXACT)
 
 
+@pytest.mark.numerics
 def test_float32_cohorts_are_close_to_the_loop_as_a_whole():
     config = RunConfig(**{**BASE, "dtype": "float32"})
     assert relative_distance(run(config).global_state, run(looped(config)).global_state) < 1e-4
