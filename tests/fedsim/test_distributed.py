@@ -113,9 +113,13 @@ def test_ddp_equals_in_process_in_float32_by_a_norm_bound(distributed_finals, ca
 
     AMP (bf16 autocast) compares the in-process per-rank loop, whose forward has DDP's shapes;
     the fused forward of both ranks' samples rounds otherwise in bf16 (5% apart after a round).
+    How far two bf16 kernels (a rank's one thread, this process's two) round apart is the CPU's
+    choice, so AMP is held to a tenth of its own effect, as the cohorts are (test_vectorized).
     """
-    expected = run(RunConfig(**{**BASE, **ENGINE_CASES[case]})).global_state
-    assert relative_distance(distributed_finals[case], expected) < 1e-4
+    config = RunConfig(**{**BASE, **ENGINE_CASES[case]})
+    expected = run(config).global_state
+    bound = 0.1 * relative_distance(run(config.replace(amp=False)).global_state, expected) if config.amp else 1e-4
+    assert relative_distance(distributed_finals[case], expected) < bound
 
 
 @pytest.mark.numerics
@@ -358,6 +362,7 @@ def test_the_readme_shows_the_example_ddp_script_as_it_is():
     assert script[script.index("import torch") :] in readme
 
 
+@pytest.mark.numerics
 def test_the_example_ddp_script_trains_under_torchrun():
     result = torchrun([str(EXAMPLE)], timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
