@@ -9,14 +9,19 @@ Every cell of the grid (partition x seed) runs every strategy from the same part
 model, with equal local work: each reports on FedAvg's samples grid. Each run is a `fedsim run`
 folder under ``OUT/runs/<partition>/seed-<k>/<strategy>/``; a finished run is not run again, and
 a run stopped part-way resumes from its checkpoint, so rerunning the command continues an
-interrupted grid. The tables and figures (`grid_report`) are written from the finished runs at
-the end of every invocation. Uses only the public API of ``fedsim`` and ``partitions``.
+interrupted grid. A run whose loss or model stopped being finite (`fedsim.interrupts.RunDiverged`)
+is done too: its summary says ``diverged``, the grid goes on, and a rerun neither trains it again
+nor counts it as a result. The tables mark it (``diverged`` in results.csv and table.csv,
+"diverged" in table.md) and average the runs that finished; every invocation lists the diverged
+runs. The tables and figures (`grid_report`) are written from the done runs at the end of every
+invocation. Uses only the public API of ``fedsim`` and ``partitions``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +32,7 @@ from fedsim.comparison import ENGINES, engine_runner
 from fedsim.config.run_config import RunConfig
 from fedsim.config.partitioning import partition_for
 from fedsim.engines.inprocess.parallel import MAX_WORKERS, check_workers
+from fedsim.interrupts import RunDiverged
 from fedsim.results.folder import RunFolder, read_json, read_rows, write_atomic
 from fedsim.schedule import SampleGrid
 
@@ -171,10 +177,12 @@ def cell_configs(plan: dict, scheme: str, seed: int) -> tuple[dict[str, RunConfi
 
 
 def run_grid(out: Path, plan: dict, *, quiet: bool = False, workers: int = 1) -> None:
-    """Run every strategy of every cell that has not finished; resume those stopped part-way.
+    """Run every strategy of every cell that is not done; resume those stopped part-way.
 
-    ``workers`` (in-process) trains a round's clients in that many processes where the strategy
-    can (`fedsim.engines.inprocess.parallel.check_workers`); the others run in this one.
+    A run is done when its folder holds its summary: it finished, or it diverged (the summary
+    says ``diverged``), which a line on stderr reports as it happens. ``workers`` (in-process)
+    trains a round's clients in that many processes where the strategy can
+    (`fedsim.engines.inprocess.parallel.check_workers`); the others run in this one.
     """
     from tqdm import tqdm
 
@@ -196,8 +204,12 @@ def run_grid(out: Path, plan: dict, *, quiet: bool = False, workers: int = 1) ->
                 continue
             bar.set_postfix_str(f"{scheme}, seed {seed}, {arm}")
             resume = (folder / "checkpoint.pt").exists()
-            run_strategy(config, folder, resume=resume, quiet=True, data=data, partition=partition, grid=grid,
-                         **({"workers": workers} if can_use_workers(plan, config, workers) else {}))
+            try:
+                run_strategy(config, folder, resume=resume, quiet=True, data=data, partition=partition, grid=grid,
+                             **({"workers": workers} if can_use_workers(plan, config, workers) else {}))
+            except RunDiverged as diverged:  # its summary, written, marks it done and diverged
+                run = describe_divergence(scheme, seed, arm_name(arm), diverged.round, diverged.where)
+                bar.write(f"grid: {run}: {diverged.what}; the grid goes on", file=sys.stderr)
             bar.update(1)
     bar.close()
 
@@ -218,7 +230,11 @@ def run_folder(out: Path, scheme: str, seed: int, arm: str) -> Path:
 
 
 def finished_runs(out: Path, plan: dict) -> list[dict]:
-    """Return every finished run of the grid: its cell, summary and rows."""
+    """Return every done run of the grid: its cell, summary, rows and whether it diverged.
+
+    A diverged run holds the rows of the rounds before its divergence (none if it diverged in
+    its first round).
+    """
     runs = []
     for scheme in plan["partitions"]:
         for seed in range(plan["seeds"]):
@@ -226,10 +242,22 @@ def finished_runs(out: Path, plan: dict) -> list[dict]:
                 folder = run_folder(out, scheme, seed, arm)
                 if (folder / "summary.json").exists():
                     (summary,) = read_json(folder / "summary.json").values()  # a run's one strategy
+                    rows = folder / "metrics.csv"
                     runs.append({"partition": scheme, "seed": seed, "strategy": arm_name(arm), "folder": folder,
-                                 "summary": summary,
-                                 "rows": read_rows(folder / "metrics.csv")})
+                                 "summary": summary, "diverged": bool(summary.get("diverged")),
+                                 "rows": read_rows(rows) if rows.exists() else []})
     return runs
+
+
+def describe_divergence(scheme: str, seed: int, name: str, round_: int, where: str | None) -> str:
+    """Return how the grid names a diverged run: "fedadam on #C=2, seed 1, diverged in round 4 (client 3)"."""
+    return f"{name} on {scheme}, seed {seed}, diverged in round {round_}" + (f" ({where})" if where else "")
+
+
+def diverged_lines(runs: list[dict]) -> list[str]:
+    """Return a line per diverged run of ``runs`` (`finished_runs`), for the invocation's report."""
+    return [describe_divergence(run["partition"], run["seed"], run["strategy"], run["summary"]["diverged_round"],
+                                run["summary"].get("diverged_where")) for run in runs if run["diverged"]]
 
 
 #: What `--docs` copies: the grid's table and figures (those it drew), renamed for the README.
@@ -261,10 +289,14 @@ def main(argv=None) -> None:
     started = time.perf_counter()
     run_grid(out, plan, quiet=args.quiet, workers=args.workers)
     named = {**plan, "strategies": [arm_name(arm) for arm in plan["strategies"]]}  # a user's algorithm by its name
-    written = write_report(out, named, finished_runs(out, plan))
+    runs = finished_runs(out, plan)
+    written = write_report(out, named, runs)
     if args.docs:
         written += copy_for_docs(out, Path(args.docs))
     print(f"\n{(out / 'table.md').read_text()}")
+    diverged = diverged_lines(runs)
+    if diverged:  # every invocation says so, the first and any rerun alike
+        print(f"{len(diverged)} run(s) diverged, done and left out of the averages:\n  " + "\n  ".join(diverged))
     print(f"grid done in {time.perf_counter() - started:.0f} s this invocation; {len(written)} tables and figures "
           f"in {out}" + (f", the README's copies in {args.docs}" if args.docs else ""))
 

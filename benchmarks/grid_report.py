@@ -5,7 +5,9 @@ Writes, in the grid's folder: ``results.csv`` (one row per run), ``table.csv`` a
 accuracy, MB communicated and wall time, beside each partition's heterogeneity), ``heatmap.png``
 (strategies x partitions, final accuracy), ``curves/<partition>.png`` (accuracy against round and
 against MB, the mean over seeds with a ± std band) and ``partitions/<partition>-stacked.png`` /
-``-bubbles.png`` (seed 0's partition). A strategy has one colour in every figure.
+``-bubbles.png`` (seed 0's partition). A strategy has one colour in every figure. A run that
+diverged is marked (``diverged`` in results.csv, a count in table.csv, "diverged" in table.md) and
+left out of the means, curves and boxes, which are the finished seeds'.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from schemes import slug
 
 from fedsim.results.plots import accuracy_heatmap, client_accuracy_boxes, learning_curves, strategy_colors
 from fedsim.results.folder import read_rows, write_atomic
+from fedsim.results.summary import last_rounds_note
 from partitions import Partition
 from partitions.metrics import heterogeneity
 from partitions.plot import bubbles, stacked_bars
@@ -30,7 +33,7 @@ COLUMNS = ("partition", "emd", "js", "strategy", "seeds", "final_acc", "final_ac
 
 #: The grid's measures of the clients' local test sets, the summary entry each comes from, and its header.
 CLIENT_HEADERS = {"client_acc": "clients' mean acc", "worst10_acc": "worst 10% acc", "personal_acc": "personalized acc"}
-CLIENT_MEASURES = {"client_acc": "client_acc_mean", "worst10_acc": "client_acc_p10",
+CLIENT_MEASURES = {"client_acc": "client_acc_mean", "worst10_acc": "client_acc_worst10",
                    "personal_acc": "personal_acc_mean"}
 
 
@@ -52,9 +55,11 @@ def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
         cell = [run for run in runs if run["partition"] == scheme]
         if not cell:
             continue
-        written.append(curves(out / "curves" / f"{slug(scheme)}.png", plan, scheme, cell, colors))
-        if all((run["folder"] / "clients.csv").exists() for run in cell):
-            written.append(client_boxes(out / "clients" / f"{slug(scheme)}.png", plan, scheme, cell, colors))
+        finished = [run for run in cell if not run.get("diverged")]  # a diverged run's curve stops short of the rest
+        if finished:
+            written.append(curves(out / "curves" / f"{slug(scheme)}.png", plan, scheme, finished, colors))
+        if finished and all((run["folder"] / "clients.csv").exists() for run in finished):
+            written.append(client_boxes(out / "clients" / f"{slug(scheme)}.png", plan, scheme, finished, colors))
         written.extend(partition_figures(out / "partitions", scheme, cell, labels))
     return written
 
@@ -68,16 +73,18 @@ def load_labels(folder: Path) -> np.ndarray:
 
 
 def measure(run: dict, target: float) -> dict:
-    """Return a run's final, best (and its round) and last-5 mean test accuracy, the first round at ``target``
-    (NaN if never), MB and wall s."""
+    """Return a run's final, best (and its round) and last-5 mean test accuracy (with the evaluated rounds it
+    averages, fewer than 5 in a short run), the first round at ``target`` (NaN if never), MB and wall s."""
     summary, rows = run["summary"], run["rows"]
     reached = [row["round"] for row in rows if row["test_accuracy"] >= target]
     best_round = summary.get("best_round")
     return {"final_acc": summary["final_test_accuracy"], "best_acc": summary["best_test_accuracy"],
             "best_round": math.nan if best_round is None else best_round,
             "last5_acc": summary.get("last_5_mean_test_accuracy", math.nan),
+            "last5_rounds": summary.get("last_5_mean_rounds", math.nan),
             # on the clients' local test sets (``--local-test-fraction``): their mean, the worst 10%'s
-            # bound, and the fine-tuned models' mean (``--personalize-steps``); NaN without them
+            # mean, and the fine-tuned models' mean (``--personalize-steps``); NaN without them (and for
+            # the worst 10% in a summary older than the statistic)
             **{key: summary.get(f"final_{name}", math.nan) for key, name in CLIENT_MEASURES.items()},
             "rounds_to_target": reached[0] if reached else math.nan,
             "mb_communicated": summary["bytes_communicated"] / 1e6, "wall_s": summary["wall_s"]}
@@ -85,28 +92,36 @@ def measure(run: dict, target: float) -> dict:
 
 def run_row(run: dict) -> dict:
     return {"partition": run["partition"], "seed": run["seed"], "strategy": run["strategy"],
-            **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", *CLIENT_MEASURES,
-                                         "rounds_to_target", "mb_communicated", "wall_s")},
-            "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"]}
+            **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", "last5_rounds",
+                                         *CLIENT_MEASURES, "rounds_to_target", "mb_communicated", "wall_s")},
+            "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"],
+            # a diverged run's numbers are those of the rounds before it diverged
+            "diverged": bool(run.get("diverged")), "diverged_round": run["summary"].get("diverged_round")}
 
 
 def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
-    """Return one row per (partition, strategy): means and standard deviations over the seeds run."""
+    """Return one row per (partition, strategy): means and standard deviations over the seeds that finished.
+
+    ``seeds`` counts those, ``diverged`` the seeds whose run diverged (NaN numbers where all did).
+    """
     rows = []
     for scheme in plan["partitions"]:
         for arm in plan["strategies"]:
-            cell = [run for run in runs if run["partition"] == scheme and run["strategy"] == arm]
-            if not cell:
+            done = [run for run in runs if run["partition"] == scheme and run["strategy"] == arm]
+            if not done:
                 continue
-            mean = lambda key: float(np.mean([run[key] for run in cell]))  # noqa: E731
-            std = lambda key: float(np.std([run[key] for run in cell]))  # noqa: E731
+            cell = [run for run in done if not run.get("diverged")]  # a diverged run has no result to average
+            mean = lambda key: float(np.mean([run[key] for run in cell])) if cell else math.nan  # noqa: E731
+            std = lambda key: float(np.std([run[key] for run in cell])) if cell else math.nan  # noqa: E731
             reached = [run["rounds_to_target"] for run in cell if not math.isnan(run["rounds_to_target"])]
-            rows.append({"partition": scheme, "emd": float(np.mean([run["heterogeneity"]["mean_emd"] for run in cell])),
-                         "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in cell])),
-                         "strategy": arm, "seeds": len(cell), "final_acc": mean("final_acc"),
+            rows.append({"partition": scheme, "emd": float(np.mean([run["heterogeneity"]["mean_emd"] for run in done])),
+                         "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in done])),
+                         "strategy": arm, "seeds": len(cell), "diverged": len(done) - len(cell),
+                         "final_acc": mean("final_acc"),
                          "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
                          "best_acc_std": std("best_acc"), "best_round": mean("best_round"),
                          "last5_acc": mean("last5_acc"), "last5_acc_std": std("last5_acc"),
+                         "last5_rounds": float(np.min([run["last5_rounds"] for run in cell])) if cell else math.nan,
                          **{key: value for name in CLIENT_MEASURES
                             for key, value in ((name, mean(name)), (f"{name}_std", std(name)))},
                          "rounds_to_target": float(np.mean(reached)) if reached else math.nan,
@@ -138,8 +153,24 @@ def spread(row: dict, key: str) -> str:
     >>> spread({"seeds": 1, "acc": 0.6841, "acc_std": 0.0}, "acc"), spread({"seeds": 3, "acc": 0.7, "acc_std": 0.01}, "acc")
     ('0.684', '0.700 ± 0.010')
     """
+    if math.isnan(row[key]):  # no seed finished (all diverged), or not measured
+        return "—"
     value = f"{row[key]:.3f}"
     return value if row["seeds"] == 1 else f"{value} ± {row[key + '_std']:.3f}"
+
+
+def final_accuracy(row: dict) -> str:
+    """Return a cell's final accuracy as the tables show it, saying how many of its seeds diverged.
+
+    Examples
+    --------
+    >>> final_accuracy({"seeds": 1, "diverged": 1, "final_acc": 0.7}), final_accuracy({"seeds": 0, "diverged": 2})
+    ('0.700 (1 diverged)', 'diverged')
+    """
+    if not row["seeds"]:
+        return "diverged"
+    diverged = row.get("diverged", 0)
+    return spread(row, "final_acc") + (f" ({diverged} diverged)" if diverged else "")
 
 
 def markdown(plan: dict, rows: list[dict]) -> str:
@@ -156,7 +187,7 @@ def markdown(plan: dict, rows: list[dict]) -> str:
         if not any(cells):
             continue
         emd = next(cell for cell in cells if cell)["emd"]
-        values = [spread(cell, "final_acc") if cell else "" for cell in cells]
+        values = [final_accuracy(cell) if cell else "" for cell in cells]
         lines.append(f"| {scheme} | {emd:.2f} | " + " | ".join(values) + " |")
     target = plan["target"]
     lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
@@ -168,10 +199,11 @@ def markdown(plan: dict, rows: list[dict]) -> str:
         reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
         best_round = "" if math.isnan(row["best_round"]) else f" ({row['best_round']:.{1 if several else 0}f})"
         lines.append(f"| {row['partition']} | {row['emd']:.2f} | {row['js']:.3f} | {row['strategy']} | "
-                     f"{spread(row, 'final_acc')} | {spread(row, 'best_acc')}{best_round} | "
-                     f"{spread(row, 'last5_acc')} | " + "".join(f"{spread(row, key)} | " for key in client_keys)
+                     f"{final_accuracy(row)} | {spread(row, 'best_acc')}{best_round} | "
+                     f"{spread(row, 'last5_acc')}{last_rounds_note(row.get('last5_rounds'))} | "
+                     + "".join(f"{spread(row, key)} | " for key in client_keys)
                      + f"{reached} ({row['reached']}/{row['seeds']}) | "
-                     f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |")
+                     + (f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |" if row["seeds"] else "— | — |"))
     return "\n".join(lines)
 
 

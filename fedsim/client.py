@@ -161,8 +161,10 @@ def client_update(
                                            weight=1.0 / batch.numel(), class_weights=class_weights,
                                            noise_sigma=noise_sigma, amp=training.amp, scaler=scaler,
                                            terms=terms).loss_sum
-            if terms is not None and (penalty := terms.penalty(all_params)) is not None:
-                (scaler.scale(penalty) if scaler else penalty).backward()
+            if terms is not None and (gradients := terms.penalty_gradient(all_params)) is not None:
+                if scaler:  # the penalty's gradient joins the loss's unscaled
+                    scaler.unscale_(opt)
+                add_gradients(all_params, gradients)
             if scaler:
                 scaler.step(opt)
                 scaler.update()
@@ -180,6 +182,21 @@ def client_update(
             delta = torch._foreach_sub(state_tensors(model), global_state)
     labels = data.train_labels[shard.to(data.train_labels.device)]
     return ClientUpdate(delta, int(shard.numel()), processed, steps, float(loss_sum), task.label_counts(labels).cpu())
+
+
+@torch.no_grad()
+def add_gradients(params: list[torch.Tensor], gradients: list[torch.Tensor | None]) -> None:
+    """Add ``gradients`` (``None``: none) to the trainable ``params``' ``.grad``, as a backward would accumulate them.
+
+    A parameter the loss left without a gradient gets one, as a backward through a penalty gives it.
+    """
+    pairs = [(param, gradient) for param, gradient in zip(params, gradients)
+             if param.requires_grad and gradient is not None]
+    for param, _ in pairs:
+        if param.grad is None:
+            param.grad = torch.zeros_like(param)
+    if pairs:
+        torch._foreach_add_([param.grad for param, _ in pairs], [gradient for _, gradient in pairs])
 
 
 @torch.no_grad()
@@ -222,7 +239,7 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 256
 
 @torch.no_grad()
 def predict(model: torch.nn.Module, images: torch.Tensor, data, batch_size: int = 256) -> torch.Tensor:
-    """Return the model's logits of uint8 ``images`` (normalized as ``data``'s), in eval mode, on the CPU."""
+    """Return the model's logits of ``images`` (of ``data``'s kind, normalized as its), in eval mode, on the CPU."""
     param = next(model.parameters())
     was_training = model.training
     model.eval()

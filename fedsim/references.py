@@ -12,18 +12,23 @@ without a registration that only one process would see:
   added (as ``python -m`` adds it); `child_pythonpath` hands that folder to the processes a run
   starts.
 
-Each failure is one `ValueError` (or `TypeError` for an object of the wrong kind) naming the
-parameter that took the reference.
+Each failure to find the code is one `ValueError` (or `TypeError` for an object of the wrong kind)
+naming the parameter that took the reference. Code found, but doing what its contract forbids
+(a method's hook returning one tensor too few), is a bug in that code rather than bad input:
+`UserCodeError`, which names the function and its file.
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,21 +143,122 @@ def code_digests(config) -> dict:
     return {name: digest(text) for name, text in texts.items() if is_reference(text) and digest(text) is not None}
 
 
-def load(text: str, parameter: str):
+@dataclass(frozen=True)
+class Wanted:
+    """What a reference should name, to list a module's candidates when the name it gives is missing.
+
+    Attributes
+    ----------
+    what : str
+        The kind, in words ("fedsim.algorithms.Algorithm subclasses").
+    fits : callable
+        Whether an object of the module is of that kind.
+    """
+
+    what: str
+    fits: Callable[[object], bool]
+
+
+#: What a reference names when its registry says nothing more: a factory, a function or a class.
+CALLABLE = Wanted("functions and classes", callable)
+
+
+def load(text: str, parameter: str, wanted: Wanted = CALLABLE):
     """Import the object ``text`` refers to; each failure is one error naming ``parameter``.
 
     A file is imported once per process under a module name of its own, so that every
-    resolution of one reference returns the same object (a class stays one class).
+    resolution of one reference returns the same object (a class stays one class). A name the
+    module lacks is refused with the close names and the ``wanted`` objects the module defines.
     """
     reference = Reference.parse(text, parameter)
     module = _import_file(reference, parameter) if reference.path is not None else _import_module(reference, parameter)
     target = module
     for name in reference.attribute.split("."):
         if not hasattr(target, name):
-            raise ValueError(f"`{parameter}`={text!r}: {getattr(module, '__name__', reference.module)!r} has no "
-                             f"attribute {reference.attribute!r}")
+            where = reference.module if reference.path is None else shown_path(reference.path)
+            raise ValueError(f"`{parameter}`={shown(text)!r}: {where!r} has no attribute {reference.attribute!r}"
+                             f"{_candidates(module, reference.attribute, wanted)}")
         target = getattr(target, name)
     return target
+
+
+def _candidates(module, name: str, wanted: Wanted) -> str:
+    """Return "; its <what>: A, B; did you mean 'A'?" for a name ``module`` lacks: the ``wanted`` objects it defines."""
+    defined = sorted(key for key, value in vars(module).items()
+                     if not key.startswith("_") and getattr(value, "__module__", None) == module.__name__
+                     and wanted.fits(value))
+    if not defined:
+        return f"; it defines no {wanted.what}"
+    return f"; its {wanted.what}: {', '.join(defined)}{did_you_mean(name, defined)}"
+
+
+def did_you_mean(name, known) -> str:
+    """Return "; did you mean 'x'?" for the known names close to ``name`` (difflib's), or "" when none is.
+
+    It ends the message that lists the known names, as the suggestion of a mistyped flag does.
+
+    Examples
+    --------
+    >>> did_you_mean("fedvag", ["allreduce", "fedavg", "fedavgm", "fednova"])
+    "; did you mean 'fedavg', 'fednova' or 'fedavgm'?"
+    >>> did_you_mean("imagenet", ["cifar10", "mnist"])
+    ''
+    """
+    if not isinstance(name, str):
+        return ""
+    close = [repr(word) for word in difflib.get_close_matches(name, [str(word) for word in known], n=3)]
+    if not close:
+        return ""
+    return f"; did you mean {' or '.join([', '.join(close[:-1]), close[-1]] if len(close) > 1 else close)}?"
+
+
+def shown_path(path) -> str:
+    """Return ``path`` as a user would write it: relative to the folder the run started in, when it is inside it.
+
+    A file reference is stored absolute (`canonical`); messages give it back shorter, most often as typed.
+    """
+    path = Path(path)
+    try:
+        return str(path.resolve().relative_to(Path(start_folder()).resolve()))
+    except ValueError:  # outside the start folder: absolute, as stored
+        return str(path)
+
+
+def shown(text: str) -> str:
+    """Return a reference with its file's path as `shown_path` gives it (a module reference as it is)."""
+    where, separator, attribute = text.rpartition(":")
+    return f"{shown_path(where)}:{attribute}" if separator and where.endswith(".py") else text
+
+
+class UserCodeError(Exception):
+    """A user's code, found and run, did what its contract forbids: a bug to fix there, not bad input.
+
+    The message names the function (`code_place`) and what it did. The command line ends such a
+    run with that one line and exit status 1, not the bad-input status 2: no setting fixes it.
+    """
+
+
+def code_place(owner, function: str) -> str:
+    """Return where ``owner``'s ``function`` is defined, in words: "`Median.aggregate` in robust.py".
+
+    ``owner`` is an object or a class; the function is named on the class that defines it, which
+    may be a base in another file.
+
+    Examples
+    --------
+    >>> class Doubler:
+    ...     def scale(self, weight):
+    ...         return 2 * weight
+    >>> code_place(Doubler(), "scale").startswith("`Doubler.scale` in ")
+    True
+    """
+    cls = owner if isinstance(owner, type) else type(owner)
+    defining = next((base for base in cls.__mro__ if function in vars(base)), cls)
+    try:
+        path = shown_path(inspect.getfile(defining))
+    except (TypeError, OSError):  # defined where no file is (the interpreter's prompt)
+        path = defining.__module__
+    return f"`{defining.__qualname__}.{function}` in {path}"
 
 
 def _import_module(reference: Reference, parameter: str):
@@ -174,7 +280,7 @@ def _import_module(reference: Reference, parameter: str):
 def _import_file(reference: Reference, parameter: str):
     path = reference.path.expanduser().resolve()
     if not path.is_file():
-        raise ValueError(f"`{parameter}`={reference.text!r}: no file {str(path)!r}")
+        raise ValueError(f"`{parameter}`={shown(reference.text)!r}: no file {str(path)!r}")
     stem = re.sub(r"\W", "_", path.stem)
     name = f"fedsim_user_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
     if name in sys.modules:
@@ -187,7 +293,7 @@ def _import_file(reference: Reference, parameter: str):
         spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 - the user's file raised while importing: one line, its error
         del sys.modules[name]
-        raise ValueError(f"`{parameter}`={reference.text!r}: importing {str(path)!r} raised "
+        raise ValueError(f"`{parameter}`={shown(reference.text)!r}: importing {shown_path(path)!r} raised "
                          f"{type(error).__name__}: {error}") from None
     return module
 
@@ -197,13 +303,13 @@ def calling(reference: str, parameter: str, function, /, **arguments):
     try:
         return function(**arguments)
     except Exception as error:  # noqa: BLE001 - the user's code failed: one line, with its own error
-        raise ValueError(f"`{parameter}`={reference!r} raised {type(error).__name__}: {error}") from None
+        raise ValueError(f"`{parameter}`={shown(reference)!r} raised {type(error).__name__}: {error}") from None
 
 
 def check_callable(value, reference: str, parameter: str, what: str) -> None:
     """Refuse a referenced object that is not callable, saying what ``parameter`` expects."""
     if not callable(value):
-        raise TypeError(f"`{parameter}`={reference!r} is a {type(value).__name__}, not {what}")
+        raise TypeError(f"`{parameter}`={shown(reference)!r} is a {type(value).__name__}, not {what}")
 
 
 def start_folder() -> str:

@@ -6,13 +6,13 @@ import fnmatch
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from .references import is_reference, load
+from .references import CALLABLE, Wanted, did_you_mean, is_reference, load
 
 T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Factories registered under names; an unknown name lists the known ones.
+    """Factories registered under names; an unknown name lists the known ones, and suggests the close ones.
 
     Parameters
     ----------
@@ -24,6 +24,9 @@ class Registry(Generic[T]):
         Makes an entry of the object a reference to user code names (``package.module:Name`` or
         ``path/to/file.py:Name``, `fedsim.references`), given the object and the reference; it
         refuses an object of the wrong kind. Without it, the registry takes names only.
+    wanted : fedsim.references.Wanted, optional
+        What a reference names, listed from its module when the name it gives is missing
+        (default: the module's functions and classes).
 
     Examples
     --------
@@ -37,10 +40,12 @@ class Registry(Generic[T]):
     ['square']
     """
 
-    def __init__(self, kind: str, parameter: str = "name", from_reference: Callable[[object, str], T] | None = None):
+    def __init__(self, kind: str, parameter: str = "name", from_reference: Callable[[object, str], T] | None = None,
+                 wanted: Wanted = CALLABLE):
         self.kind = kind
         self.parameter = parameter
         self.from_reference = from_reference
+        self.wanted = wanted
         self._factories: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -57,12 +62,13 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the factory registered under ``name``, or made from the user code a reference names."""
         if self.from_reference is not None and is_reference(name):
-            return self.from_reference(load(name, self.kind), name)
+            return self.from_reference(load(name, self.kind, self.wanted), name)
         try:
             return self._factories[name]
         except (KeyError, TypeError):
             known = ", ".join(sorted(self._factories))
-            raise ValueError(f"unknown {self.kind} `{self.parameter}`={name!r}; known: {known}") from None
+            raise ValueError(f"unknown {self.kind} `{self.parameter}`={name!r}; known: {known}"
+                             f"{did_you_mean(name, self._factories)}") from None
 
     def names(self, pattern: str = "*") -> list[str]:
         """Return the registered names matching the shell-style ``pattern``, sorted."""

@@ -89,5 +89,5 @@ def test_readme_fedsim_blocks_run_with_one_round(tmp_path):
     for body in found:
         assert "..." not in body, f"a README command must be runnable as written:\n{body}"
         result = subprocess.run(["bash", "-euo", "pipefail", "-c", quick_block(body)], cwd=tmp_path,
-                                env=environment, capture_output=True, text=True, check=False, timeout=600)
+                                env=environment, capture_output=True, text=True, check=False, timeout=900)
         assert result.returncode == 0, f"{body}\n{result.stderr[-2000:]}"

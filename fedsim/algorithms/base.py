@@ -100,8 +100,9 @@ class LocalTerms:
     client core (`fedsim.client.client_update`) calls, at each step of B samples:
 
     1. `sample_loss` for each micro-batch: added to each sample's loss, inside the batch mean;
-    2. `penalty` once, after the micro-batches: a scalar added to the step's loss, differentiated
-       (FedProx's ``mu/2 |w - w_t|^2``, FedDyn's linear and quadratic terms);
+    2. `penalty_gradient` once, after the micro-batches' backward: the gradient of `penalty`, a
+       scalar added to the step's loss (FedProx's ``mu/2 |w - w_t|^2``, FedDyn's linear and
+       quadratic terms), added to the parameters' gradients;
     3. the optimizer step, then `after_step` (SCAFFOLD's ``w -= lr (c - c_k)``).
     """
 
@@ -116,6 +117,36 @@ class LocalTerms:
     def penalty(self, params: list[torch.Tensor]) -> torch.Tensor | None:
         """Return a scalar added to the step's loss, a function of the parameters, or ``None`` for none."""
         return None
+
+    def penalty_gradient(self, params: list[torch.Tensor]) -> list[torch.Tensor | None] | None:
+        """Return the gradient of `penalty` with respect to each of ``params``, or ``None`` where there is no penalty.
+
+        The client core adds it to the loss's gradients after the backward pass and before the
+        optimizer step; the penalty's value is not part of the reported loss. The default
+        differentiates `penalty` by autograd. A term whose gradient has a closed form overrides
+        this to compute it directly, at the cost of a pass over the parameters instead of a
+        backward through the penalty (FedProx: ``mu (w - w_t)``). A stacked form
+        (`stacked`) receives and returns the stacked rows.
+
+        Parameters
+        ----------
+        params : list of Tensor
+            The parameters (``model.parameters()`` order) at this step, as `penalty` takes them.
+
+        Returns
+        -------
+        list of Tensor or None
+            One gradient per parameter, of its shape (``None`` for a parameter the penalty does
+            not involve).
+        """
+        if type(self).penalty is LocalTerms.penalty:  # no penalty: nothing to differentiate
+            return None
+        with torch.enable_grad():
+            leaves = [param.detach().requires_grad_() for param in params]
+            penalty = self.penalty(leaves)
+            if penalty is None:
+                return None
+            return list(torch.autograd.grad(penalty, leaves, allow_unused=True))
 
     def after_step(self, params: list[torch.Tensor]) -> None:
         """Change the parameters in place after each optimizer step (runs under ``torch.no_grad``)."""
@@ -240,7 +271,9 @@ class Algorithm:
         """Return the combination of the round's trained ``models`` (the weights sum to 1): their weighted sum.
 
         Override it for a combination that is not linear (a median, a trimmed mean); the round
-        then keeps every trained model, in client order, until it ends.
+        then keeps every trained model, in client order, until it ends. The combination holds one
+        tensor per tensor of ``global_state``, of its shape, dtype and device: the round checks
+        it, and ends a run whose method returns another with an error naming this hook.
         """
         combined = [torch.zeros_like(tensor) for tensor in global_state]
         for model, weight in zip(models, weights):

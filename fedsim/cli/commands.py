@@ -11,6 +11,9 @@ to fix, and exit status 2. Ctrl-C or SIGTERM ends a run with one line that says 
 how to continue, and exit status 130 or 143 (128 + the signal's number, as a shell reports it). A
 run whose loss or model stops being finite ends with one line naming the round and the setting to
 lower, and exit status 3 (`fedsim.interrupts.DIVERGED`), so that a script can tell it from bad input.
+A bug in the user's own code (a method's hook that returns what its contract forbids,
+`fedsim.references.UserCodeError`) ends with one line naming the function and its file, and exit
+status 1 (`USER_CODE_FAILED`): no flag fixes it.
 """
 
 from __future__ import annotations
@@ -28,6 +31,11 @@ from .flags import (PARTITION_FIELDS, OneLineParser, add_config_flags, add_train
 from ..config.comparison import comparison_configs
 from ..config.files import strategy_list
 from .settings import DEFAULT_STRATEGIES, config_from_args, prepare, settings_from_args
+
+#: The exit status of a run stopped by a bug in the user's code: Python's for an error, neither bad input (2) nor
+#: divergence (3).
+USER_CODE_FAILED = 1
+
 
 def command_run(args) -> None:
     """Run one strategy and print a one-screen summary."""
@@ -177,6 +185,7 @@ def main(argv=None) -> int:
     from .launch import LaunchInterrupted
     from ..interrupts import DIVERGED, RunDiverged, RunInterrupted, exit_status, ignore_stop_signals, stop_on_sigterm
     from ..interrupts import stop_signal, stopped_by
+    from ..references import UserCodeError
 
     stop_on_sigterm()  # SIGTERM then stops a run as Ctrl-C does, through the same handlers
     parser = build_parser()
@@ -204,6 +213,8 @@ def main(argv=None) -> int:
         parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
     except RunDiverged as error:
         parser.exit(DIVERGED, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
+    except UserCodeError as error:  # the user's code at fault, named as it is written: no flag to swap in
+        parser.exit(USER_CODE_FAILED, "" if follower else f"{name}: error: {error}\n")
     except (RunInterrupted, LaunchInterrupted) as stop:
         ignore_stop_signals()  # a second Ctrl-C or SIGTERM must not turn the one line into a traceback
         # a rank's own command line is not the user's: the launcher, or the user's torchrun line, resumes

@@ -17,7 +17,7 @@ from ..config.run_config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, S
                      RunConfig)
 from ..config.partitioning import SCHEMES
 from ..config.strategies import list_strategies
-from ..references import is_reference
+from ..references import did_you_mean, is_reference
 
 PARTITION_FIELDS = (
     "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
@@ -173,12 +173,41 @@ def config_flag(field: str) -> str:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line (no usage block), suggesting the flag meant for a typo."""
+    """An argument parser whose errors are one line (no usage block), suggesting the flag or value meant for a typo.
+
+    An error names the help of the command at fault: ``fedsim run --help`` lists the run's flags,
+    which ``fedsim --help`` does not.
+    """
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse leaves an unknown flag to the top parser, whose help lists only the commands
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.command_parser(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def command_parser(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """Return the parser of the command ``parsed`` chose (``fedsim flower simulate``'s), this one if none."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction) and getattr(parsed, action.dest, None) in action.choices:
+                command = action.choices[getattr(parsed, action.dest)]
+                return command.command_parser(parsed) if isinstance(command, OneLineParser) else command
+        return self
 
     def error(self, message):
         if message.startswith("unrecognized arguments: "):
             message += _suggestion(self, message.removeprefix("unrecognized arguments: ").split())
+        message = _close_choices(self, message)
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _close_choices(parser: argparse.ArgumentParser, message: str) -> str:
+    """Return argparse's "invalid choice" ``message`` with the choices close to the value suggested at its end."""
+    match = re.match(r"argument ([^:]+): invalid choice: ('.*?') \(choose from", message)
+    action = match and parser._option_string_actions.get(match.group(1).split("/")[0])
+    if action is None or action.choices is None:
+        return message
+    return message + did_you_mean(match.group(2)[1:-1], list(action.choices))
 
 
 def _suggestion(parser: argparse.ArgumentParser, words: list[str]) -> str:

@@ -45,7 +45,7 @@ def command_ddp(args) -> None:
     from ..engines.distributed import launch, run, under_torchrun
     from ..engines.distributed.launch import check_world_size
     from ..results.folder import RunFolder
-    from ..results.outcome import diverged_run
+    from ..results.outcome import diverged_run, resume_hint
 
     check_timeout(args.timeout)
     if not under_torchrun():
@@ -63,7 +63,7 @@ def command_ddp(args) -> None:
             raise diverged
         if status != 0:
             raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
-                               "names it); --resume continues from the last checkpoint")
+                               f"names it){resume_hint(args.out)}")
         return
     world_size, leader = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]) == 0
     if args.nproc is not None and args.nproc != world_size:

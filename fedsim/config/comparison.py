@@ -8,7 +8,7 @@ from dataclasses import fields
 from ..checks import check_choice
 from .run_config import FIELD_NAMES, WEIGHT_RULES, RunConfig, setting_defaults
 from .keys import field_values
-from .strategies import check_strategy_names, get_strategy, rule_for, unread_message
+from .strategies import check_option_meant, check_strategy_names, get_strategy, rule_for, unread_message
 
 
 def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str = "settings") -> dict:
@@ -36,8 +36,9 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
     Raises
     ------
     ValueError
-        For a ``strategy`` key, a setting that no listed strategy reads, or a ``weights``
-        rule that a listed strategy cannot take.
+        For a ``strategy`` key, a setting that no listed strategy reads, a setting that a user's
+        algorithm listed declares as an option of its own (`check_option_meant`), or a
+        ``weights`` rule that a listed strategy cannot take.
 
     Examples
     --------
@@ -64,11 +65,13 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
                 )
     rules = {name: rule_for(name, weights) for name in names}
     defaults = setting_defaults()
-    for field, value in values.items():
-        if field in defaults and value != defaults[field] and not any(
-                get_strategy(name).reads(field, rules[name]) for name in names):
-            raise ValueError(unread_message(field, value, rules, comparison=True))
     options = values.get("algorithm_options") or {}
+    for field, value in values.items():
+        if field not in defaults or value == defaults[field]:
+            continue
+        if not any(get_strategy(name).reads(field, rules[name]) for name in names):
+            raise ValueError(unread_message(field, value, rules, comparison=True))
+        check_option_meant(field, value, rules, options)
     unread = [option for option in options if not any(get_strategy(name).own_options({option: 0}) for name in names)]
     if unread:
         raise ValueError(f"`algorithm_options` sets {unread[0]!r}, which no strategy in `strategies`="

@@ -1,4 +1,5 @@
-"""The valid range of every numeric setting of `fedsim.config.RunConfig`, as `fedsim.checks.check_number` takes it."""
+"""The valid range of every numeric setting of `fedsim.config.RunConfig`, as `fedsim.checks.check_number` takes it,
+and the float32 bound of those that multiply the model's tensors."""
 
 #: Setting name -> the keywords of `fedsim.checks.check_number` (``low``, ``high``, ``low_open``, ``high_closed``).
 #: An optional setting (default ``None``) is checked only when it is given.
@@ -26,3 +27,34 @@ NUMBER_RANGES = {
     "client_dropout": dict(low=0.0, high=1.0),
     "stragglers": dict(low=0.0, high=1.0, high_closed=True),
 }
+
+#: The largest finite float32 number, (2 - 2**-23) * 2**127 (``numpy.finfo(numpy.float32).max``).
+FLOAT32_MAX = (2 - 2**-23) * 2.0**127
+#: The settings that multiply the model's tensors (a learning rate, a penalty's weight) -> the largest value a float32
+#: run takes: beyond it the first step fails on a scalar that float32 cannot hold. FedOpt starts its second moment
+#: at `server_tau` squared, so that one stays below the square root of FLOAT32_MAX (1.8e19).
+FLOAT32_BOUNDS = {**dict.fromkeys(("lr", "server_lr", "weight_decay", "mu", "moon_mu", "moon_temperature",
+                                   "feature_noise"), FLOAT32_MAX), "server_tau": 1e19}
+
+
+def check_float32_scalars(config) -> None:
+    """Refuse a setting of ``config`` (a float32 run) beyond its `FLOAT32_BOUNDS` entry, with its range.
+
+    A larger number would fail at the run's first step, after its banner: ``--server-lr 1e40``
+    cannot multiply a float32 tensor. One that fits may still make the model overflow, which the
+    run reports as a divergence.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> check_float32_scalars(SimpleNamespace(**{**dict.fromkeys(FLOAT32_BOUNDS, 1.0), "server_lr": 1e40}))
+    Traceback (most recent call last):
+    ValueError: `server_lr` must be in (0.0, 3.4028234663852886e+38] with `dtype`='float32', got 1e+40: beyond that, float32 cannot hold a number the run multiplies the model's tensors by
+    """
+    for name, bound in FLOAT32_BOUNDS.items():
+        value = getattr(config, name)
+        if value is not None and value > bound:
+            interval = NUMBER_RANGES[name]
+            raise ValueError(f"`{name}` must be in {'(' if interval.get('low_open') else '['}{interval['low']}, "
+                             f"{bound}] with `dtype`='float32', got {value}: beyond that, float32 cannot hold a "
+                             "number the run multiplies the model's tensors by")

@@ -13,7 +13,7 @@ from .keys import field_values
 from .client_evaluation import check_client_evaluation
 from .combinations import check_gradient_settings, check_server_optimizer, check_vectorize
 from .extras import check_tensorboard_installed
-from .ranges import NUMBER_RANGES
+from .ranges import NUMBER_RANGES, check_float32_scalars
 from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
 from ..references import canonical, is_reference, split_format
 from .strategies import SETTINGS, check_algorithm_options, get_strategy, named_values, run_label, unread_message
@@ -289,6 +289,8 @@ class RunConfig:
         for name, interval in NUMBER_RANGES.items():
             if getattr(self, name) is not None or _FIELD_DEFAULTS[name] is not None:
                 object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))
+        if self.dtype == "float32":
+            check_float32_scalars(self)
         object.__setattr__(self, "weights", self.weights or strategy.weight_rules[0])
         allowed = strategy.weight_rules
         if self.weights not in allowed:

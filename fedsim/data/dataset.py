@@ -1,4 +1,4 @@
-"""The in-memory dataset every loader returns: uint8 images, labels and their statistics."""
+"""The in-memory dataset every loader returns: images (uint8 pixels or floats), labels and their statistics."""
 
 from __future__ import annotations
 
@@ -21,9 +21,11 @@ _STATS_CHUNK = 4096
 class Dataset:
     """Hold a dataset's train and test split in memory as tensors.
 
-    Images are ``uint8`` tensors of shape ``(N, C, H, W)`` with square ``H == W``. Labels are
-    ``int64`` class indices of shape ``(N,)``, or for a multi-label dataset a multi-hot
-    ``(N, num_classes)`` matrix of floats or booleans.
+    Images are tensors of shape ``(N, C, H, W)`` with square ``H == W``: ``uint8`` pixels (0 to
+    255), or floating-point values taken as they are (a researcher's arrays, already scaled or
+    standardised); both splits hold the same kind. Labels are ``int64`` class indices of shape
+    ``(N,)``, or for a multi-label dataset a multi-hot ``(N, num_classes)`` matrix of floats or
+    booleans.
 
     Parameters
     ----------
@@ -36,9 +38,10 @@ class Dataset:
     multilabel : bool, default False
         Whether a sample carries a set of labels rather than one.
     mean, std : tuple of float, optional
-        Per-channel mean and standard deviation of the train images scaled to [0, 1], as
-        ``torchvision.transforms.Normalize`` takes them. Computed from ``train_images`` when
-        not given.
+        Per-channel mean and standard deviation that `fedsim.data.normalize` standardises with, as
+        ``torchvision.transforms.Normalize`` takes them: of uint8 pixels scaled to [0, 1], of
+        float images in their own units. Computed from ``train_images`` when not given (`channel_stats`);
+        ``(0.0,) * C`` and ``(1.0,) * C`` leave the images unstandardised.
     class_names : tuple of str, optional
         A name per class, when the source provides them.
     augmentation : {"none", "crop-flip"}, default "none"
@@ -100,6 +103,11 @@ class Dataset:
             object.__setattr__(self, stat, values)
 
     @property
+    def pixels(self) -> bool:
+        """Whether the images are uint8 pixels (scaled to [0, 1] before standardising), not float values."""
+        return self.train_images.dtype == torch.uint8
+
+    @property
     def in_channels(self) -> int:
         """Number of image channels, ``C``."""
         return self.train_images.shape[1]
@@ -129,28 +137,34 @@ class Dataset:
 
 
 def channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Return the per-channel mean and (population) standard deviation of uint8 images, in [0, 1].
+    """Return the per-channel mean and (population) standard deviation of images: uint8 pixels scaled to [0, 1],
+    float values as they are.
 
-    Sums are taken in exact integer arithmetic, chunk by chunk, so that the result does not
-    depend on the float accumulation order and the memory stays bounded.
+    The sums of uint8 pixels are taken in exact integer arithmetic, chunk by chunk, so that the
+    result does not depend on the float accumulation order and the memory stays bounded. Float
+    images are summed in float64 in two passes, the mean and then the squared deviations from
+    it, so that a mean large against the spread does not cancel the variance away.
 
     Examples
     --------
     >>> channel_stats(torch.tensor([[[[0, 255]]]], dtype=torch.uint8))
     ((0.5,), (0.5,))
+    >>> channel_stats(torch.tensor([[[[1000.0, 1002.0]]]]))
+    ((1001.0,), (1.0,))
     """
-    if images.dtype != torch.uint8 or images.ndim != 4:
-        raise TypeError(f"`images` must be a uint8 (N, C, H, W) tensor, got {images.dtype} {tuple(images.shape)}")
+    check_images(images, "images")
     channels = images.shape[1]
+    count = images.numel() // channels
+    if count == 0:
+        raise ValueError("`images` is empty: no statistics to compute")
+    if images.dtype != torch.uint8:
+        return _float_stats(images, count)
     total = torch.zeros(channels, dtype=torch.int64)
     total_sq = torch.zeros(channels, dtype=torch.int64)
     for chunk in images.split(_STATS_CHUNK):
         chunk = chunk.to(torch.int32)
         total += chunk.sum(dim=(0, 2, 3), dtype=torch.int64).cpu()
         total_sq += (chunk * chunk).sum(dim=(0, 2, 3), dtype=torch.int64).cpu()
-    count = images.numel() // channels
-    if count == 0:
-        raise ValueError("`images` is empty: no statistics to compute")
     means, stds = [], []
     for s, sq in zip(total.tolist(), total_sq.tolist()):
         # Python integers are exact: n * sum(x^2) - sum(x)^2 cannot cancel catastrophically.
@@ -159,13 +173,39 @@ def channel_stats(images: torch.Tensor) -> tuple[tuple[float, ...], tuple[float,
     return tuple(means), tuple(stds)
 
 
+def _float_stats(images: torch.Tensor, count: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """`channel_stats` of float images, in float64, chunk by chunk."""
+    channels = images.shape[1]
+    total = torch.zeros(channels, dtype=torch.float64)
+    for chunk in images.split(_STATS_CHUNK):
+        total += chunk.to(torch.float64).sum(dim=(0, 2, 3)).cpu()
+    mean = total / count
+    if not torch.isfinite(mean).all():
+        raise ValueError("`images` hold values that are not finite (nan or inf): no statistics to compute; "
+                         "give the images finite values, or `mean` and `std` yourself")
+    squares = torch.zeros(channels, dtype=torch.float64)
+    centre = mean.view(-1, 1, 1).to(images.device)
+    for chunk in images.split(_STATS_CHUNK):
+        squares += ((chunk.to(torch.float64) - centre) ** 2).sum(dim=(0, 2, 3)).cpu()
+    return tuple(mean.tolist()), tuple((squares / count).sqrt().tolist())
+
+
+def check_images(images, name: str) -> None:
+    """Raise `TypeError` unless ``images`` is an (N, C, H, W) tensor of uint8 pixels or floats; ``name`` names it."""
+    if not isinstance(images, torch.Tensor) or images.ndim != 4 or not (
+            images.dtype == torch.uint8 or images.is_floating_point()):
+        got = f"{images.dtype} {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
+        raise TypeError(f"`{name}` must be a uint8 or floating-point (N, C, H, W) tensor, got {got}")
+
+
 def _check_split(dataset: Dataset, split: str) -> None:
     """Raise if the images or labels of ``split`` do not have the documented types and shapes."""
     images = getattr(dataset, f"{split}_images")
     labels = getattr(dataset, f"{split}_labels")
-    if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8 or images.ndim != 4:
-        got = f"{images.dtype} {tuple(images.shape)}" if isinstance(images, torch.Tensor) else type(images).__name__
-        raise TypeError(f"`{split}_images` must be a uint8 (N, C, H, W) tensor, got {got}")
+    check_images(images, f"{split}_images")
+    if (images.dtype == torch.uint8) != dataset.pixels:
+        raise TypeError(f"`{split}_images` are {images.dtype} but `train_images` are {dataset.train_images.dtype}: "
+                        "both splits hold uint8 pixels, or both floats")
     if images.shape[0] == 0:
         raise ValueError(f"`{split}_images` is empty: the {split} split needs at least one sample")
     if images.shape[-1] != images.shape[-2]:

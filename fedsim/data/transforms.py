@@ -17,15 +17,17 @@ CROP_PADDING = 4
 
 
 def normalize(images: torch.Tensor, dataset: Dataset, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Scale uint8 images to [0, 1] and standardise each channel with the dataset's statistics.
+    """Standardise each channel of a batch with the dataset's statistics; uint8 pixels are scaled to [0, 1] first.
 
-    The same arithmetic as ``ToTensor`` followed by ``Normalize(dataset.mean, dataset.std)``
-    in torchvision, on a whole batch at once.
+    For uint8 pixels, the same arithmetic as ``ToTensor`` followed by ``Normalize(dataset.mean,
+    dataset.std)`` in torchvision, on a whole batch at once; float images (`Dataset`) are
+    standardised as they are, ``(x - mean) / std``.
 
     Parameters
     ----------
     images : torch.Tensor
-        uint8 images of shape ``(N, C, H, W)`` (or one ``(C, H, W)`` image), on any device.
+        Images of shape ``(N, C, H, W)`` (or one ``(C, H, W)`` image), on any device, of the
+        dataset's kind: uint8 pixels or floats.
     dataset : Dataset
         Supplies ``mean`` and ``std``.
     dtype : torch.dtype, default torch.float32
@@ -39,12 +41,14 @@ def normalize(images: torch.Tensor, dataset: Dataset, *, dtype: torch.dtype = to
     >>> round(x.mean().item(), 4), round(x.std().item(), 2)
     (0.0, 1.0)
     """
-    if images.dtype != torch.uint8:
-        raise TypeError(f"`images` must be uint8, as `Dataset` stores them, got {images.dtype}")
+    if (images.dtype != torch.uint8) if dataset.pixels else not images.is_floating_point():
+        kind = "uint8" if dataset.pixels else "floating point"
+        raise TypeError(f"`images` must be {kind}, as `Dataset` stores them, got {images.dtype}")
     shape = (-1, 1, 1)
     mean = torch.tensor(dataset.mean, dtype=dtype, device=images.device).view(shape)
     std = torch.tensor(dataset.std, dtype=dtype, device=images.device).view(shape)
-    return (images.to(dtype) / 255 - mean) / std
+    scaled = images.to(dtype) / 255 if dataset.pixels else images.to(dtype)
+    return (scaled - mean) / std
 
 
 def augment(images: torch.Tensor, dataset: Dataset, generator: torch.Generator) -> torch.Tensor:
@@ -54,7 +58,8 @@ def augment(images: torch.Tensor, dataset: Dataset, generator: torch.Generator) 
     `CROP_PADDING` pixels, cropped back to its size at a random offset and flipped
     horizontally with probability 1/2, as torchvision's ``RandomCrop(32, padding=4)`` and
     ``RandomHorizontalFlip()``, but drawn for the whole batch from ``generator``. Apply it to
-    the uint8 images before `normalize`, so the padding is black as in torchvision. For
+    the uint8 images before `normalize`, so the padding is black as in torchvision (float
+    images are padded with zeros in their own units). For
     ``"none"`` (the digit datasets, where a flip changes the class) the images come back as
     they are.
 
@@ -133,7 +138,7 @@ def add_feature_noise(images: torch.Tensor, sigma: float, generator: torch.Gener
 
 
 def resize(images: torch.Tensor, size: int) -> torch.Tensor:
-    """Resize uint8 images to ``size x size`` by bilinear interpolation, rounding back to uint8.
+    """Resize images to ``size x size`` by bilinear interpolation, rounding uint8 pixels back to uint8.
 
     Downsampling is antialiased (as PIL and torchvision's ``Resize`` do), so a digit shrunk
     to half its size keeps its strokes instead of aliasing them away.
@@ -148,6 +153,7 @@ def resize(images: torch.Tensor, size: int) -> torch.Tensor:
         return images
     shrinking = size < max(images.shape[-2:])
     resized = F.interpolate(
-        images.float(), size=(size, size), mode="bilinear", align_corners=False, antialias=shrinking
+        images if images.is_floating_point() else images.float(), size=(size, size), mode="bilinear",
+        align_corners=False, antialias=shrinking,
     )
-    return resized.round_().clamp_(0, 255).to(torch.uint8)
+    return resized if images.is_floating_point() else resized.round_().clamp_(0, 255).to(torch.uint8)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 
 import numpy as np
 import torch
@@ -21,12 +22,14 @@ from ..training import LocalTraining
 
 #: The statistics of the clients' accuracies, each with its prefix: the global model's (``client_``) and,
 #: with personalized evaluation, the fine-tuned models' (``personal_``).
-STATISTICS = ("acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_p10", "share_at_target")
+STATISTICS = ("acc_mean", "acc_weighted", "acc_std", "acc_min", "acc_worst10", "acc_p10", "share_at_target")
 #: The statistics of the global model on the clients that each evaluated row of ``metrics.csv`` gains, in order.
 CLIENT_COLUMNS = tuple(f"client_{name}" for name in STATISTICS)
 #: The columns of ``clients.csv`` (``personal_accuracy`` and ``personal_loss`` follow with ``personalize_steps``).
 CLIENTS_CSV_COLUMNS = ("round", "client", "n", "accuracy", "loss")
 PERSONAL_COLUMNS = ("personal_accuracy", "personal_loss")
+#: A local test set of fewer samples measures its client's accuracy too coarsely (`warn_small_test_sets`).
+SMALL_TEST_SET = 10
 
 
 class Evaluation:
@@ -153,22 +156,66 @@ def client_statistics(clients: list[dict], target: float, key: str = "accuracy",
     A client whose value is NaN (a held-out client has no samples to fine-tune on) is left out.
 
     The mean over clients, the mean weighted by their test samples, the (population) standard
-    deviation, the minimum, the 10th percentile (numpy's linear interpolation: the worst 10%
-    of clients are at or below it) and the share of clients at or above ``target``.
+    deviation, the minimum, the worst 10% (`worst_tenth_mean`: the mean accuracy of the tenth of
+    the clients that fare worst), the 10th percentile (numpy's linear interpolation between the two
+    clients around it) and the share of clients at or above ``target``. The percentile stays beside
+    the worst 10%, which Non-IID papers report, so that ``metrics.csv`` files and resumed runs that
+    hold it keep their column.
 
     Examples
     --------
     >>> clients = [{"n": n, "accuracy": a} for n, a in [(10, 0.5), (30, 0.9), (20, 0.7), (40, 1.0)]]
     >>> {key: round(value, 4) for key, value in client_statistics(clients, 0.8).items()}
     {'client_acc_mean': 0.775, 'client_acc_weighted': 0.86, 'client_acc_std': 0.192, 'client_acc_min': 0.5, \
-'client_acc_p10': 0.56, 'client_share_at_target': 0.5}
+'client_acc_worst10': 0.5, 'client_acc_p10': 0.56, 'client_share_at_target': 0.5}
     """
     measured = [client for client in clients if not math.isnan(client[key])]  # a held-out client is not fine-tuned
     accuracy = np.array([client[key] for client in measured], dtype=np.float64)
     n = np.array([client["n"] for client in measured], dtype=np.float64)
     values = (accuracy.mean(), float((accuracy * n).sum() / n.sum()), accuracy.std(), accuracy.min(),
-              np.percentile(accuracy, 10), float((accuracy >= target).mean()))
+              worst_tenth_mean(accuracy), np.percentile(accuracy, 10), float((accuracy >= target).mean()))
     return {prefix + name: float(value) for name, value in zip(STATISTICS, values)}
+
+
+def worst_tenth_mean(accuracy) -> float:
+    """Return the mean of the ceil(K/10) lowest of K clients' accuracies: the worst 10% of the clients.
+
+    The worst 10% as q-FFL (Li et al., "Fair Resource Allocation in Federated Learning", ICLR
+    2020) and Ditto (Li et al., ICML 2021) report it. Unlike the 10th percentile, it is a mean
+    over clients: with 20 clients, one at 0 and the rest at 1, it is 0.5 where the percentile
+    says 1.0; with fewer than 11 clients it is the worst client's accuracy.
+
+    Examples
+    --------
+    >>> worst_tenth_mean([1.0] * 19 + [0.0]), worst_tenth_mean([0.9, 0.4, 0.7])
+    (0.5, 0.4)
+    """
+    accuracy = np.sort(np.asarray(accuracy, dtype=np.float64))
+    if accuracy.size == 0:
+        raise ValueError("`accuracy` must hold at least one client's accuracy, got none")
+    return float(accuracy[: math.ceil(accuracy.size / 10)].mean())
+
+
+def warn_small_test_sets(partition) -> None:
+    """Warn, naming how many, when clients' local test sets hold fewer than `SMALL_TEST_SET` samples.
+
+    A client with n test samples scores in steps of 1/n: one with a single sample scores 0 or 1,
+    and on its own can set ``client_acc_min`` and pull the worst 10% down, whatever the model is
+    worth to it. The lowest of many such noisy scores lies below the clients' true accuracies, so
+    small test sets bias the low end of the statistics low; the way out is larger local test
+    sets (``local_test_fraction``). Called once per run, when it starts.
+    """
+    sizes = np.array([len(test) for test in partition.local_test], dtype=np.int64)
+    small = int((sizes < SMALL_TEST_SET).sum())
+    if not small:
+        return
+    fraction = partition.params.get("local_test_fraction")
+    now = "" if fraction is None else f" (now {fraction:g})"
+    clients = "clients has" if small == 1 else "clients have"
+    warnings.warn(f"{small} of {sizes.size} {clients} fewer than {SMALL_TEST_SET} local test samples (the fewest "
+                  f"has {sizes.min()}): such a client's accuracy moves in steps of 1/n, so one unlucky sample can set "
+                  f"`client_acc_min` and pull the worst 10% down; raise `local_test_fraction`{now} for larger "
+                  "local test sets", stacklevel=2)
 
 
 def round_statistics(clients: list[dict], target: float, holdout=()) -> dict:

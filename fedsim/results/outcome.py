@@ -1,7 +1,8 @@
 """What a run ends with (`RunResult`), and what a run in other processes left in its folder, read back.
 
 The launcher waits for those processes, then learns from the folder how the run ended: the
-round its checkpoint holds, whether it diverged, and its rows, summary and final model.
+round its checkpoint holds, whether it diverged or a bug in the user's code stopped it, and its
+rows, summary and final model.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from pathlib import Path
 import torch
 
 from ..interrupts import RunDiverged
+from ..references import UserCodeError
 from .recorder import divergence_advice
 from .folder import RunFolder, read_json, read_rows
+
+
+#: The summary entry in which a run stopped by a bug in the user's code says what it was (`record_user_code_error`).
+USER_CODE_ERROR = "user_code_error"
 
 
 @dataclass
@@ -35,6 +41,15 @@ def saved_round(out) -> int | None:
     return None if checkpoint is None else int(checkpoint["progress"]["round"])
 
 
+def resume_hint(out) -> str:
+    """Return "; `resume`=True continues from its checkpoint of round N" where ``out`` holds a checkpoint, else "".
+
+    A run that failed before its first checkpoint has nothing to continue: no advice then.
+    """
+    checkpoint_round = saved_round(out)
+    return "" if checkpoint_round is None else f"; `resume`=True continues from its checkpoint of round {checkpoint_round}"
+
+
 def diverged_run(out, config, *, named_folder=True) -> RunDiverged | None:
     """Return the `fedsim.interrupts.RunDiverged` that ``out``'s summary records, or ``None``.
 
@@ -52,6 +67,22 @@ def diverged_run(out, config, *, named_folder=True) -> RunDiverged | None:
                            folder=Path(out) if named_folder else None, advice=divergence_advice(config))
     diverged.rows, diverged.summary = written_rows(out), summary
     return diverged
+
+
+def record_user_code_error(out, config, summary: dict, error: UserCodeError) -> None:
+    """Write ``out``'s summary (``summary``, the run's so far) with the `UserCodeError` that stopped the run.
+
+    The process that ran the rounds (a Flower ServerApp) writes it; the launcher reads it back
+    with `user_code_error`, to end with the error's own line rather than a run that did not finish.
+    """
+    RunFolder(out).write_summary({config.label: {**summary, USER_CODE_ERROR: str(error)}})
+
+
+def user_code_error(out, config) -> UserCodeError | None:
+    """Return the `UserCodeError` that ``out``'s summary records (`record_user_code_error`), or ``None``."""
+    summary = strategy_summary(out, config)
+    message = None if summary is None else summary.get(USER_CODE_ERROR)
+    return UserCodeError(message) if isinstance(message, str) else None
 
 
 def written_rows(out) -> list[dict]:

@@ -15,6 +15,9 @@ import numpy as np
 
 from partitions.figure_file import save_figure
 
+#: The rows' column that `learning_curves` draws dashed beside the test accuracy: the worst 10% of clients.
+WORST_CLIENTS = "client_acc_worst10"
+
 
 def strategy_colors(names) -> dict[str, tuple]:
     """Return a colour for each of ``names``, in order: matplotlib's ten-colour cycle, then twenty more.
@@ -31,6 +34,10 @@ def strategy_colors(names) -> dict[str, tuple]:
 def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = None, colors: dict | None = None,
                     dpi: int = 100):
     """Draw test accuracy against round and against bytes communicated, one line per strategy.
+
+    Rows measured on the clients' local test sets (``local_test_fraction``) add a dashed line of
+    the same colour: the worst 10% of clients' mean accuracy (``client_acc_worst10``), the clients
+    a global accuracy hides.
 
     Parameters
     ----------
@@ -62,6 +69,12 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
             axes.plot(x, accuracy, marker="o", markersize=3, label=strategy, color=colors[strategy])
             if spread.any():
                 axes.fill_between(x, accuracy - spread, accuracy + spread, color=colors[strategy], alpha=0.15)
+        worst = [row for row in rows if not math.isnan(row.get(WORST_CLIENTS, math.nan))]
+        if worst:
+            for axes, x in ((by_round, [row["round"] for row in worst]),
+                            (by_bytes, [row["bytes_communicated"] / 1e6 for row in worst])):
+                axes.plot(x, [row[WORST_CLIENTS] for row in worst], linestyle="--", marker="v", markersize=3,
+                          label=f"{strategy}: worst 10% of clients", color=colors[strategy])
     by_round.set(xlabel="round (a FedAvg round's worth of samples)", ylabel="test accuracy")
     by_bytes.set(xlabel="MB communicated (all ranks, up + down)", ylabel="test accuracy", xscale="log")
     by_round.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers

@@ -17,7 +17,7 @@ import torch
 
 from ..interrupts import RunDiverged, RunInterrupted, stop_signal
 from ..config.files import CODE_DIGESTS
-from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics
+from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics, warn_small_test_sets
 from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
 from .progress import Progress, RoundStats
 from .summary import MULTILABEL_METRICS, summarize
@@ -72,7 +72,12 @@ class Recorder:
         self._bar = None
 
     def start(self) -> Restored | None:
-        """Write the run's config and partition (or check them when resuming); return what to resume from."""
+        """Write the run's config and partition (or check them when resuming); return what to resume from.
+
+        Warns once when clients' local test sets are too small to measure them (`warn_small_test_sets`).
+        """
+        if self.partition.local_test is not None:
+            warn_small_test_sets(self.partition)
         restored = None
         if self.folder is not None:
             extra = extra_record(self.config, self.grid)
@@ -91,7 +96,10 @@ class Recorder:
 
     @contextlib.contextmanager
     def interruptible(self):
-        """Turn Ctrl-C or SIGTERM inside the block into `RunInterrupted`, which says what is saved."""
+        """Turn Ctrl-C or SIGTERM inside the block into `RunInterrupted`, which says what is saved.
+
+        Any error ends the progress bar's line first, so that its message starts a line of its own.
+        """
         try:
             yield
         except KeyboardInterrupt as stop:
@@ -100,6 +108,10 @@ class Recorder:
             folder = self.folder.path if self.folder is not None else None
             raise RunInterrupted(self.progress.round, self.config.rounds, self.checkpoint_round, folder,
                                  signum=stop_signal(stop)) from None
+        except BaseException:
+            if self._bar is not None:
+                self._bar.close()
+            raise
 
     def pending_rounds(self) -> range:
         """Return the indices of the rounds still to run."""

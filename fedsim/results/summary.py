@@ -19,7 +19,9 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
     reader must never take one for another: the last evaluated round's (``final_test_accuracy``),
     the best over the evaluated rounds with its round (``best_test_accuracy``, ``best_round``:
     NIID-Bench's metric), and the mean over the last `LAST_ROUNDS` evaluated rounds
-    (``last_5_mean_test_accuracy``, over fewer when fewer were evaluated), which a lucky round moves less.
+    (``last_5_mean_test_accuracy``), which a lucky round moves less. A run that evaluated fewer
+    rounds gets the mean of those it evaluated, and ``last_5_mean_rounds`` says how many it averages
+    (the tables add "(of 3)", `last_rounds_note`).
     With local test sets, the last evaluation's per-client statistics follow (``final_client_acc_mean``...).
 
     Parameters
@@ -36,6 +38,9 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
     >>> s = summarize(rows, Progress(), num_partitions=2)
     >>> s["final_test_accuracy"], s["best_test_accuracy"], s["best_round"], round(s["last_5_mean_test_accuracy"], 3)
     (0.7, 0.9, 2, 0.74)
+    >>> s = summarize(rows[:3], Progress(), num_partitions=2)
+    >>> round(s["last_5_mean_test_accuracy"], 3), s["last_5_mean_rounds"]
+    (0.667, 3)
     """
     evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
     final = evaluated[-1] if evaluated else rows[-1] if rows else {"test_accuracy": math.nan, "test_loss": math.nan}
@@ -48,6 +53,7 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
         "best_test_accuracy": math.nan if best is None else best["test_accuracy"],
         "best_round": None if best is None else best["round"],
         f"last_{LAST_ROUNDS}_mean_test_accuracy": sum(last) / len(last) if last else math.nan,
+        f"last_{LAST_ROUNDS}_mean_rounds": len(last),
         "bytes_communicated": progress.bytes_communicated,
         "bytes_up_per_rank_per_round": progress.bytes_up / num_partitions / rounds,
         "bytes_down_per_rank_per_round": progress.bytes_down / num_partitions / rounds,
@@ -64,3 +70,19 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
         summary.update({f"final_{key}": value for key, value in clients[-1].items()
                         if key.startswith(("client_", "personal_", "unseen_", "participation_"))})
     return summary
+
+
+def last_rounds_note(rounds) -> str:
+    """Return what a table adds to a last-5 mean over fewer evaluated rounds, ``rounds`` of them: " (of 3)".
+
+    Nothing when it averages `LAST_ROUNDS` rounds, none (no mean to qualify), or an unknown number
+    (``None`` or NaN: a summary written before ``last_5_mean_rounds`` was).
+
+    Examples
+    --------
+    >>> last_rounds_note(3), last_rounds_note(5), last_rounds_note(None)
+    (' (of 3)', '', '')
+    """
+    if rounds is None or not 0 < rounds < LAST_ROUNDS:  # NaN compares False
+        return ""
+    return f" (of {int(rounds)})"

@@ -2,7 +2,7 @@
 
 ``fedavg`` holds `FedAvgRounds` (sampling, client training, weighted sums, the algorithms'
 hooks, the server step); ``gradient`` holds `GradientRounds`, allreduce's and reweighted's step
-in pieces an engine drives; ``drive`` the loop over rounds; ``result`` `RunResult`, the rounds
-of a config and resuming them. Every engine (`fedsim.engines`) builds on these and may subclass
-them; nothing here imports an engine.
+in pieces an engine drives; ``hooks`` the checks of what a method's hooks return; ``drive`` the
+loop over rounds; ``result`` `RunResult`, the rounds of a config and resuming them. Every engine
+(`fedsim.engines`) builds on these and may subclass them; nothing here imports an engine.
 """

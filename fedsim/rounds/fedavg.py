@@ -15,6 +15,7 @@ from ..algorithms import round_algorithm
 from ..client import ClientUpdate, client_update, get_state, state_tensors
 from ..results.progress import RoundStats
 from ..schedule import holdout_of, model_bytes, sample_participants
+from .hooks import check_in_place, checked_tensors, checked_terms, checked_weight
 from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer
 from ..training import LocalTraining, loss_scaler
@@ -121,11 +122,15 @@ class FedAvgRounds:
         A linear algorithm's combination is that sum; the others' (`fedsim.algorithms.Algorithm.aggregate`)
         need every model, kept in client order until `step_server`.
         """
-        scale = self.algorithm.scale(weight, num_steps)
+        scale = self.client_weight(weight, num_steps)
         if self.algorithm.linear:
             accumulate(weighted_sum, trained, scale)
         else:
             self._kept.append(([tensor.detach().clone() for tensor in trained], scale))
+
+    def client_weight(self, weight: float, num_steps: int) -> float:
+        """Return the weight of a client's trained model in the round's combination: the method's `scale`, checked."""
+        return checked_weight(self.algorithm, self.algorithm.scale(weight, num_steps))
 
     def drawn_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
@@ -165,7 +170,7 @@ class FedAvgRounds:
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
             training=self.client_training(client, round_index), seed=self.config.seed, round=round_index, client=client, return_delta=False,
             noise_sigma=float(self.noise[client]), scaler=scaler,
-            terms=self.algorithm.local_terms(client, self.global_state),
+            terms=checked_terms(self.algorithm, self.algorithm.local_terms(client, self.global_state)),
         )
         if scaler is not None:
             state = scaler.state_dict()
@@ -173,15 +178,20 @@ class FedAvgRounds:
         return update
 
     def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
-        """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten)."""
+        """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten).
+
+        What the method's server hooks return is checked here (`fedsim.rounds.hooks`), so that a
+        wrong one is named with its hook and file rather than failing in the server step.
+        """
         stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
         if not self.algorithm.linear:
             kept, self._kept = self._kept, []
             combined = self.algorithm.aggregate([model for model, _ in kept], [scale for _, scale in kept],
                                                 self.global_state)
             with torch.no_grad():
-                torch._foreach_copy_(mean_state, combined)
-        self.algorithm.to_delta(mean_state, self.global_state)
+                torch._foreach_copy_(mean_state, checked_tensors(self.algorithm, "aggregate", combined,
+                                                                 self.global_state))
+        check_in_place(self.algorithm, "to_delta", self.algorithm.to_delta(mean_state, self.global_state))
         self.server.step_delta(mean_state)
         self.algorithm.end_round()
 

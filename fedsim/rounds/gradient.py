@@ -89,7 +89,7 @@ class GradientRounds(GradientCheckpoint):
         self.begin_round()
         for step in self.schedule.round_steps(self.step_count, samples_before, target):
             batches, active = self.begin_step(step)
-            stats.loss_sum += self.step(batches, active)
+            stats.loss_sum += self.step(batches, active, stats)
             self.end_step(step, stats)
         return stats
 
@@ -121,13 +121,14 @@ class GradientRounds(GradientCheckpoint):
         stats.count_step(sizes, sent, self.buffer_bytes)
         self.step_count += 1
 
-    def step(self, batches, active) -> float:
+    def step(self, batches, active, stats: RoundStats | None = None) -> float:
         """Leave the combined gradient of the ranks' batches in ``.grad``; return the summed sample loss.
 
         Each rank's dropout masks are seeded by (seed, step, rank), as a DDP rank seeds its own.
+        ``stats`` keeps the first rank whose loss is not finite (`note_ranks`).
         """
         self.server.zero_grad()
-        return self._per_rank_step(batches, active)
+        return self._per_rank_step(batches, active, stats)
 
     def generator(self, rank: int) -> torch.Generator:
         """Return rank ``rank``'s data stream (augmentation, noise) at the current step."""
@@ -142,18 +143,19 @@ class GradientRounds(GradientCheckpoint):
         return aggregation_weights(self.config.weights, self.sizes, active, num_ranks=self.num_ranks, scores=scores,
                                    temperature=self.config.temperature)
 
-    def _per_rank_step(self, batches, active) -> float:
+    def _per_rank_step(self, batches, active, stats: RoundStats | None = None) -> float:
         """Forward and backward rank by rank, each rank's BatchNorm statistics its own."""
         start = self.start_buffers(active)
         updated = {}
-        loss_sum, rank_means, gradients = 0.0, [], []
+        loss_sum, rank_losses, rank_means, gradients = 0.0, [], [], []
         static = None if self.separate else self.weights(active)
         parts = micro_batch_count([batches[rank].numel() for rank in active], self.config.micro_batches)
         for slot, rank in enumerate(active):
             if self.buffers:
                 torch._foreach_copy_(self.buffers, start)
             result = self.rank_gradient(rank, batches[rank], 1.0 if self.separate else float(static[slot]), parts)
-            loss_sum += float(result.loss_sum)
+            rank_losses.append(float(result.loss_sum))
+            loss_sum += rank_losses[-1]
             if self.separate:
                 rank_means.append(result.weighted_mean_loss)
                 gradients.append([p.grad.clone() for p in self.params])
@@ -163,6 +165,8 @@ class GradientRounds(GradientCheckpoint):
         self.keep_buffers(active, updated)
         if self.separate:
             self.combine(gradients, active, rank_means)
+        if stats is not None:
+            note_ranks(stats, active, rank_losses)
         return loss_sum
 
     def authority(self, active) -> int:
@@ -238,3 +242,13 @@ class GradientRounds(GradientCheckpoint):
         with torch.no_grad():
             torch._foreach_copy_(grads, simulate(gradients, self.compression, self.num_ranks, scales))
 
+
+def note_ranks(stats: RoundStats, active, rank_losses) -> None:
+    """Keep in ``stats`` the first of the ``active`` ranks whose summed loss at a step (``rank_losses``) is not finite.
+
+    Called step after step, it names the rank where a round's loss first stopped being finite
+    ("rank 1"), as that rank of a DDP job would see it: after that step every rank's model holds
+    the combined non-finite gradient, and every later loss is non-finite too.
+    """
+    for rank, loss in zip(active, rank_losses):
+        stats.note_nonfinite(float(loss), f"rank {rank}")

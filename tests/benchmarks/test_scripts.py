@@ -37,7 +37,10 @@ def test_partition_report_writes_table_and_figures(tmp_path):
 
 
 @pytest.mark.slow
-def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_nothing(tmp_path):
+def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_nothing(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from schemes import slug
+
     out = tmp_path / "grid"
     # a user's algorithm, by the path of its file, beside the built-in arms
     feddyn = f"{BENCHMARKS.parent / 'examples' / 'algorithms' / 'feddyn.py'}:FedDyn"
@@ -59,7 +62,15 @@ def test_compare_strategies_writes_every_output_and_a_second_invocation_reruns_n
     assert all(1 <= float(row["best_round"]) <= 2 and 0.0 <= float(row["last5_acc"]) <= 1.0 for row in rows)
     assert ("| final acc | best acc (round) | last-5 mean acc | clients' mean acc | worst 10% acc | personalized acc |"
             in (out / "table.md").read_text())
-    assert all(0.0 <= float(row["worst10_acc"]) <= float(row["client_acc"]) <= 1.0 for row in rows)
+    assert all(float(row["last5_rounds"]) == 2 for row in rows) and " (of 2) |" in (out / "table.md").read_text()
+    # each run's worst 10%: the mean of its ceil(10 / 10) = 1 lowest clients' accuracies after the last round
+    for run in csv.DictReader(open(out / "results.csv")):
+        folder = out / "runs" / slug(run["partition"]) / f"seed-{run['seed']}" / run["strategy"]
+        with open(folder / "clients.csv") as table:
+            last = sorted(float(row["accuracy"]) for row in csv.DictReader(table) if row["round"] == "2")
+        assert len(last) == 10
+        assert float(run["worst10_acc"]) == pytest.approx(last[0], abs=1e-12), folder
+        assert float(run["client_acc"]) == pytest.approx(sum(last) / 10, abs=1e-12), folder
     assert float(rows[4]["emd"]) > float(rows[0]["emd"])  # #C=2 is further from the global label mix than IID
     assert len(list(csv.DictReader(open(out / "results.csv")))) == 16
 
@@ -89,6 +100,21 @@ def test_a_grid_of_one_seed_prints_each_value_alone_and_two_seeds_their_spread(m
     assert "±" not in one and "| IID | 0.10 | 0.684 |" in one and "| 0.684 | 0.710 (7) | 0.690 |" in one
     two = markdown({**plan, "seeds": 2}, [{**row, "seeds": 2, "final_acc_std": 0.01, "best_round": 6.5}])
     assert "0.684 ± 0.010" in two and "0.710 ± 0.000 (6.5)" in two
+    assert "| 0.710 (7) | 0.690 (of 3) |" in markdown(plan, [{**row, "last5_rounds": 3.0}])  # a 3-round grid
+    assert "| 0.710 (7) | 0.690 |" in markdown(plan, [{**row, "last5_rounds": 5.0}])
+
+
+def test_the_grid_reports_the_mean_of_the_worst_10_percent_not_the_10th_percentile(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from grid_report import measure
+
+    summary = {"final_test_accuracy": 0.8, "best_test_accuracy": 0.9, "best_round": 3, "last_5_mean_test_accuracy": 0.7,
+               "last_5_mean_rounds": 3, "bytes_communicated": 1e6, "wall_s": 1.0, "final_client_acc_mean": 0.75,
+               "final_client_acc_worst10": 0.25, "final_client_acc_p10": 0.55}
+    measured = measure({"summary": summary, "rows": []}, 0.9)
+    assert (measured["client_acc"], measured["worst10_acc"], measured["last5_rounds"]) == (0.75, 0.25, 3)
+    del summary["final_client_acc_worst10"]  # a run from before the statistic: not measured, not the percentile
+    assert math.isnan(measure({"summary": summary, "rows": []}, 0.9)["worst10_acc"])
 
 
 def test_compare_strategies_refuses_a_folder_it_did_not_write_and_an_unknown_partition(tmp_path):
@@ -100,6 +126,68 @@ def test_compare_strategies_refuses_a_folder_it_did_not_write_and_an_unknown_par
     result = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), "--out", str(tmp_path / "g"),
                              "--partitions", "Dir(7)"], capture_output=True, text=True, check=False)
     assert result.returncode != 0 and "--partitions 'Dir(7)': unknown 'Dir(7)'" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_diverged_run_is_done_marked_and_left_out_of_the_averages_on_every_invocation(tmp_path):
+    """A method that overflows in round 4 on any CPU (tests/fedsim/overflow_method.py) beside FedAvg."""
+    out = tmp_path / "grid"
+    overflow = f"{BENCHMARKS.parent / 'tests' / 'fedsim' / 'overflow_method.py'}:OverflowInRound"
+    args = ["--preset", "quick", "--dataset", "digits", "--strategies", f"fedavg,{overflow}", "--partitions", "IID",
+            "--seeds", "1", "--rounds", "4", "--out", str(out), "--quiet"]
+    first = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), *args], capture_output=True,
+                           text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    assert "grid: overflow on IID, seed 0, diverged in round 4 (client " in first.stderr
+    assert "the grid goes on" in first.stderr
+    folder = out / "runs" / "iid" / "seed-0" / "overflow"
+    stamps = {path: path.stat().st_mtime_ns for path in folder.iterdir()}
+    second = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), *args], capture_output=True,
+                            text=True, check=False)
+    assert second.returncode == 0 and "diverged in round" not in second.stderr, second.stderr  # not run again
+    assert {path: path.stat().st_mtime_ns for path in folder.iterdir()} == stamps
+    for printed in (first.stdout, second.stdout):
+        assert "| IID |" in printed and "| diverged |" in printed
+        assert ("1 run(s) diverged, done and left out of the averages:\n"
+                "  overflow on IID, seed 0, diverged in round 4 (client") in printed
+    with open(out / "results.csv") as table:
+        runs = {row["strategy"]: row for row in csv.DictReader(table)}
+    assert (runs["overflow"]["diverged"], runs["overflow"]["diverged_round"]) == ("True", "4")
+    assert (runs["fedavg"]["diverged"], runs["fedavg"]["diverged_round"]) == ("False", "")
+    with open(out / "table.csv") as table:
+        cells = {row["strategy"]: row for row in csv.DictReader(table)}
+    assert (cells["overflow"]["seeds"], cells["overflow"]["diverged"]) == ("0", "1")
+    assert cells["overflow"]["final_acc"] == "nan"  # no seed finished: no accuracy to average
+    assert (cells["fedavg"]["seeds"], cells["fedavg"]["diverged"]) == ("1", "0")
+    assert 0.0 <= float(cells["fedavg"]["final_acc"]) <= 1.0
+
+
+def test_the_grids_tables_average_the_seeds_that_finished_and_count_those_that_diverged(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    from grid_report import markdown, table_rows
+
+    def run(seed, strategy, accuracy, diverged=False):
+        return {"partition": "IID", "seed": seed, "strategy": strategy, "diverged": diverged, "final_acc": accuracy,
+                "best_acc": accuracy, "best_round": 3.0, "last5_acc": accuracy, "last5_rounds": 3.0,
+                "client_acc": math.nan, "worst10_acc": math.nan, "personal_acc": math.nan,
+                "rounds_to_target": math.nan, "mb_communicated": 1.0, "wall_s": 1.0,
+                "heterogeneity": {"mean_emd": 0.1, "mean_jensen_shannon": 0.01}}
+
+    settings = {"dataset": "digits", "model": "mlp", "num_partitions": 4, "rounds": 3, "local_epochs": 1,
+                "batch_size": 10, "lr": 0.05}
+    plan = {"seeds": 2, "strategies": ["fedavg", "fedadam", "overflow"], "partitions": ["IID"], "target": 0.9,
+            "settings": settings, "engine": "inprocess"}
+    # fedadam's second seed diverged after its numbers fell to 0.1: they stay out of its mean
+    runs = [run(0, "fedavg", 0.8), run(1, "fedavg", 0.6), run(0, "fedadam", 0.7), run(1, "fedadam", 0.1, True),
+            run(0, "overflow", 0.5, True), run(1, "overflow", 0.5, True)]
+    rows = {row["strategy"]: row for row in table_rows(plan, runs)}
+    assert (rows["fedavg"]["seeds"], rows["fedavg"]["diverged"], rows["fedavg"]["final_acc"]) == (2, 0, 0.7)
+    assert (rows["fedadam"]["seeds"], rows["fedadam"]["diverged"], rows["fedadam"]["final_acc"]) == (1, 1, 0.7)
+    assert (rows["overflow"]["seeds"], rows["overflow"]["diverged"]) == (0, 2)
+    assert math.isnan(rows["overflow"]["final_acc"])
+    table = markdown(plan, list(rows.values()))
+    assert "| IID | 0.10 | 0.700 ± 0.100 | 0.700 (1 diverged) | diverged |" in table
+    assert "| IID | 0.10 | 0.010 | overflow | diverged | — | — | — (0/0) | — | — |" in table
 
 
 def test_engine_speed_memory_child_runs_a_round():

@@ -71,3 +71,42 @@ def test_c_equals_k_holds_every_class_by_default(tmp_path):
     partition = Partition.load(tmp_path / "p.json")
     assert partition.params["class_assignment_mode"] == "first-deterministic"
     assert partition.unassigned.size == 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--rouns", "3"], "fedsim run: error: unrecognized arguments: --rouns 3; did you mean --rounds? "
+                              "(see `fedsim run --help`)"),
+    (["flower", "simulate", "--rouns", "3"], "fedsim flower simulate: error: unrecognized arguments: --rouns 3; did "
+                                             "you mean --rounds? (see `fedsim flower simulate --help`)"),
+    (["run", "--strategy", "fedvag"], "invalid choice: 'fedvag' (choose from 'allreduce', "),
+    (["run", "--strategy", "fedvag"], "; did you mean 'fedavg', 'fednova' or 'fedavgm'? (see `fedsim run --help`)"),
+    (["run", "--model", "cnnn"], "; did you mean 'cnn'? (see `fedsim run --help`)"),
+    (["run", "--scheme", "dirichlt"], "; did you mean 'dirichlet', "),
+    (["run", "--dataset", "mnist5k", "--out", "r"], "known: cifar10, cifar100, digits, emnist, fashion-mnist, mnist, "
+                                                    "mnist-5k, multi-mnist; did you mean 'mnist-5k', "),
+    (["compare", "--strategies", "fedavg,fedvag", "--out", "c"], "unknown strategy 'fedvag' in `--strategies`; "
+                                                                 "known: allreduce, "),
+    (["compare", "--strategies", "fedavg,fedvag", "--out", "c"], "; did you mean 'fedavg', 'fednova' or 'fedavgm'?"),
+])
+def test_a_typo_names_the_commands_own_help_and_the_close_names(tmp_path, monkeypatch, capsys, args, message):
+    from fedsim.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    out, err = capsys.readouterr()
+    assert exit_.value.code == 2 and out == ""
+    assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_server_lr_beyond_float32_is_refused_before_the_banner_and_float64_takes_it(tmp_path):
+    from fedsim.config import RunConfig
+
+    result = fedsim("run", "--server-lr", "1e40", "--dataset", "digits", "--out", str(tmp_path / "r"))
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+    assert result.stderr == ("fedsim run: error: `--server-lr` must be in (0.0, 3.4028234663852886e+38] with "
+                             "`--dtype`='float32', got 1e+40: beyond that, float32 cannot hold a number the run "
+                             "multiplies the model's tensors by\n")
+    assert not (tmp_path / "r").exists()
+    assert RunConfig(server_lr=1e40, dtype="float64").server_lr == 1e40  # a float64 tensor takes it
+    assert RunConfig(server_lr=3e38).server_lr == 3e38

@@ -60,6 +60,35 @@ def test_the_batched_pass_equals_one_evaluation_per_client():
         assert client["loss"] == pytest.approx(alone["loss"], abs=1e-10)
 
 
+def by_hand(clients: list[dict], target: float) -> dict:
+    """The row statistics of 5 clients' rows of ``clients.csv``, each written out from its definition."""
+    accuracy = np.array([client["accuracy"] for client in clients])
+    n = np.array([client["n"] for client in clients])
+    assert len(clients) == 5  # so that the worst 10%, ceil(5 / 10) = 1 client, is the worst client alone
+    return {"client_acc_mean": accuracy.sum() / 5, "client_acc_weighted": (accuracy * n).sum() / n.sum(),
+            "client_acc_std": np.sqrt(((accuracy - accuracy.mean()) ** 2).mean()), "client_acc_min": accuracy.min(),
+            "client_acc_worst10": accuracy.min(), "client_acc_p10": np.percentile(accuracy, 10),
+            "client_share_at_target": (accuracy >= target).sum() / 5}
+
+
+@pytest.mark.parametrize("accuracy, worst10", [
+    ([0.9, 0.2, 0.6, 0.4], 0.2),  # K=4: ceil(0.4) = 1 client, the lowest (the 10th percentile: 0.26)
+    ([1.0] * 19 + [0.0], 0.5),  # K=20: the 2 lowest, 0 and 1 (the 10th percentile: 1.0)
+    ([0.0, 0.5] + [1.0] * 10, 0.25),  # K=12: ceil(1.2) = 2 clients (floor: 1, the worst alone)
+    ([0.1, 0.3, 0.3, 0.3] + [1.0] * 16, 0.2),  # K=20, a tie at the cut: any one of the 0.3s is the second
+    ([0.25, 0.5, 0.5, 0.5] + [1.0] * 8, 0.375),  # K=12, a tie at the cut
+    ([0.7] * 20, 0.7),  # all tied
+])
+def test_the_worst_10_percent_is_the_mean_of_the_lowest_tenth_of_the_clients_rounded_up(accuracy, worst10):
+    clients = [{"client": k, "n": 10, "accuracy": a, "personal_accuracy": a} for k, a in enumerate(accuracy)]
+    assert client_statistics(clients, 0.8)["client_acc_worst10"] == pytest.approx(worst10, abs=1e-12)
+    # a held-out client has no personal accuracy (NaN): the worst 10% is of the clients measured
+    clients.append({"client": len(clients), "n": 10, "accuracy": 0.0, "personal_accuracy": np.nan})
+    personal = client_statistics(clients, 0.8, "personal_accuracy", "personal_")
+    assert personal["personal_acc_worst10"] == pytest.approx(worst10, abs=1e-12)
+    assert personal["personal_acc_p10"] == pytest.approx(np.percentile(accuracy, 10), abs=1e-12)
+
+
 def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_without_duplicates(tmp_path):
     config = RunConfig(**LOCAL, eval_clients_every=2)
     run(config, tmp_path / "straight")
@@ -68,8 +97,9 @@ def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_witho
     rows = read_rows(tmp_path / "straight" / "metrics.csv")
     for row in rows:
         evaluated = [client for client in clients if client["round"] == row["round"]]
-        expected = client_statistics(evaluated, 0.5) if evaluated else dict.fromkeys(CLIENT_COLUMNS, np.nan)
-        assert [row[key] for key in CLIENT_COLUMNS] == pytest.approx(list(expected.values()), nan_ok=True)
+        expected = by_hand(evaluated, 0.5) if evaluated else dict.fromkeys(CLIENT_COLUMNS, np.nan)
+        assert set(expected) == set(CLIENT_COLUMNS)
+        assert {key: row[key] for key in CLIENT_COLUMNS} == pytest.approx(expected, abs=1e-12, nan_ok=True)
     # killed after its round-2 checkpoint, with round 3's clients appended since (every round evaluates them)
     every = config.replace(eval_clients_every=1)
     run(every, tmp_path / "every")
@@ -86,6 +116,41 @@ def test_every_client_is_evaluated_and_a_resumed_run_continues_clients_csv_witho
     for got, want in zip(resumed, straight):
         assert got["n"] == want["n"] and abs(got["accuracy"] - want["accuracy"]) < 1e-10
         assert abs(got["loss"] - want["loss"]) < 1e-10
+
+
+def test_a_run_whose_rows_lack_the_worst_10_percent_resumes_with_it_from_then_on(tmp_path):
+    """A checkpoint whose rows hold the 10th percentile but not the worst 10%'s mean, as older runs wrote them."""
+    import math
+
+    run(RunConfig(**LOCAL).replace(rounds=2), tmp_path / "r")
+    checkpoint = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    for row in checkpoint["rows"]:
+        del row["client_acc_worst10"]
+    torch.save(checkpoint, tmp_path / "r" / "checkpoint.pt")
+    run(RunConfig(**LOCAL), tmp_path / "r", resume=True)
+    rows = read_rows(tmp_path / "r" / "metrics.csv")
+    assert [math.isnan(row["client_acc_worst10"]) for row in rows] == [True, True, False, False]  # not measured
+    assert not any(math.isnan(row["client_acc_p10"]) for row in rows)
+    last = [client["accuracy"] for client in read_rows(tmp_path / "r" / "clients.csv") if client["round"] == 4]
+    assert rows[-1]["client_acc_worst10"] == pytest.approx(min(last), abs=1e-12)  # 5 clients: the worst alone
+
+
+def test_clients_with_fewer_than_10_local_test_samples_are_named_once_with_the_flag_to_raise(tmp_path):
+    from partitions import Partition
+
+    from .test_cli import fedsim
+
+    result = fedsim("run", "--dataset", "digits", "--model", "mlp", "--partition", "iid", "--num-partitions", "10",
+                    "--local-test-fraction", "0.05", "--rounds", "2", "--batch-size", "50", "--quiet",
+                    "--out", str(tmp_path / "r"))
+    assert result.returncode == 0, result.stderr
+    sizes = [test.size for test in Partition.load(tmp_path / "r" / "partition.json").local_test]
+    small = sum(size < 10 for size in sizes)
+    assert 1 < small < 10  # the split this test needs: some clients below 10 samples, not all
+    assert result.stderr.count("warning:") == 1  # once, though the clients were evaluated in both rounds
+    assert (f"fedsim run: warning: {small} of 10 clients have fewer than 10 local test samples (the fewest has "
+            f"{min(sizes)})") in result.stderr
+    assert "`client_acc_min`" in result.stderr and "raise `--local-test-fraction` (now 0.05)" in result.stderr
 
 
 def test_the_summary_keeps_each_classs_test_accuracy_of_the_last_evaluation(tmp_path):

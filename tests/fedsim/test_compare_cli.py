@@ -201,3 +201,101 @@ def test_comparison_txt_names_the_data_model_and_partition(tmp_path):
     partition = Partition.load(tmp_path / "c" / "partition.json")
     assert title == f"digits, mlp, {partition.describe()}, K=4" and "3" in partition.describe()
     assert blank == "" and header.split()[:3] == ["strategy", "final", "acc"]
+
+
+def test_comparison_txt_and_its_figure_show_who_is_left_behind_when_the_clients_are_measured(tmp_path):
+    import re
+
+    import numpy as np
+
+    from fedsim.results.plots import learning_curves
+
+    config = RunConfig(dataset="digits", model="mlp", rounds=2, batch_size=20, num_partitions=4,
+                       local_test_fraction=0.2)
+    results = compare(config, ["fedavg", "allreduce"], tmp_path)
+    header, _, *lines = (tmp_path / "comparison.txt").read_text().splitlines()[2:]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in [header, *lines]]
+    assert cells[0][:6] == ["strategy", "final acc", "best acc (round)", "last-5 mean acc", "clients' mean acc",
+                            "worst 10% acc"]
+    for row, name in zip(cells[1:], ["fedavg", "allreduce"]):
+        summary = results[name].summary
+        last = [client["accuracy"] for client in read_rows(tmp_path / name / "clients.csv") if client["round"] == 2]
+        # 4 clients: the worst 10% is ceil(0.4) = 1 client, the worst alone
+        assert len(last) == 4 and summary["final_client_acc_worst10"] == pytest.approx(min(last), abs=1e-12)
+        assert row[:6] == [name, f"{summary['final_test_accuracy']:.4f}",
+                           f"{summary['best_test_accuracy']:.4f} ({summary['best_round']})",
+                           f"{summary['last_5_mean_test_accuracy']:.4f} (of 2)",
+                           f"{summary['final_client_acc_mean']:.4f}", f"{min(last):.4f}"]
+    figure = learning_curves({name: result.rows for name, result in results.items()})
+    dashed = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [line.get_label() for line in dashed] == ["fedavg: worst 10% of clients", "allreduce: worst 10% of clients"]
+    for line, result in zip(dashed, results.values()):
+        assert np.allclose(line.get_ydata(), [row["client_acc_worst10"] for row in result.rows], rtol=0, atol=1e-12)
+
+
+def test_the_clients_columns_appear_only_for_runs_that_measured_them_and_a_diverged_run_shows_dashes():
+    from fedsim.comparison import comparison_table
+    from fedsim.results.outcome import RunResult
+
+    plain = {"final_test_accuracy": 0.8, "best_test_accuracy": 0.9, "best_round": 4, "last_5_mean_test_accuracy": 0.75,
+             "last_5_mean_rounds": 5, "final_test_loss": 0.5, "bytes_communicated": 2e6, "samples_seen": 100,
+             "wall_s": 1.0, "rounds": 5}
+    measured = {**plain, "final_client_acc_mean": 0.7, "final_client_acc_worst10": 0.25}
+    diverged = {**plain, "diverged": True, "diverged_round": 3}
+    assert "clients' mean acc" not in comparison_table({"a": RunResult([], plain, [])})
+    header, _, *rows = comparison_table({"a": RunResult([], measured, []), "b": RunResult([], diverged, []),
+                                         "c": RunResult([], plain, [])}).splitlines()
+    assert "last-5 mean acc  clients' mean acc  worst 10% acc  final loss" in header
+    assert rows[0].split()[1:7] == ["0.8000", "0.9000", "(4)", "0.7500", "0.7000", "0.2500"]
+    assert rows[1].split()[1:9] == ["diverged", "in", "round", "3", "-", "-", "-", "-"]
+    assert rows[2].split()[1:7] == ["0.8000", "0.9000", "(4)", "0.7500", "-", "-"]
+
+
+#: A user's FedProx, whose own proximal weight is the option `mu` (as FedAvg's field is called).
+MY_FEDPROX = '''
+from fedsim.algorithms import Algorithm, Option
+from fedsim.algorithms.fedprox import Proximal
+
+
+class MyFedProx(Algorithm):
+    options = {"mu": Option(0.01, low=0.0, help="proximal weight")}
+    vectorizable = True
+
+    def local_terms(self, client, global_state):
+        return Proximal(global_state[: self.num_params], self.option("mu"))
+'''
+
+
+def test_a_setting_a_users_method_declares_as_its_own_option_is_refused_naming_the_option(tmp_path):
+    from fedsim.config.comparison import comparison_configs
+
+    (tmp_path / "my_fedprox.py").write_text(MY_FEDPROX)
+    result = fedsim("compare", "--strategies", "fedavg,my_fedprox.py:MyFedProx", "--mu", "0.1", *QUICK,
+                    "--out", "c", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == ""  # before the banner: nothing ran
+    assert ("`--mu`=0.1 is FedAvg's FedProx weight, which 'my_fedprox.py:MyFedProx' does not read: 'fedavg' would "
+            "take it while its own option mu stayed 0.01; set that option with `--algorithm-option` mu=0.1, and give "
+            "`--mu` too only if 'fedavg' should take it") in result.stderr
+    # the option as meant: fedavg stays fedavg; with both, each takes its own
+    reference = f"{tmp_path}/my_fedprox.py:MyFedProx"
+    meant = comparison_configs({"algorithm_options": {"mu": 0.1}}, ["fedavg", reference])
+    assert (meant["fedavg"].label, meant[reference].algorithm_options) == ("fedavg", {"mu": 0.1})
+    both = comparison_configs({"mu": 0.1, "algorithm_options": {"mu": 0.1}}, ["fedavg", reference])
+    assert (both["fedavg"].label, both["fedavg"].mu, both[reference].algorithm_options) == ("fedprox", 0.1, {"mu": 0.1})
+    # a single run says where the setting goes too
+    alone = fedsim("run", "--strategy", "my_fedprox.py:MyFedProx", "--mu", "0.1", *QUICK, "--out", "r", cwd=tmp_path)
+    assert alone.returncode == 2
+    assert "MyFedProx's own option mu is set with `--algorithm-option` mu=0.1" in alone.stderr
+
+
+def test_a_method_has_one_name_in_the_banner_the_table_and_the_folder(tmp_path):
+    """`--mu` makes fedavg run as fedprox: the banner says so, as the table and the folder do."""
+    result = fedsim("compare", "--strategies", "fedavg,scaffold", "--mu", "0.1", "--dataset", "digits", *QUICK,
+                    "--out", str(tmp_path / "c"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    banner = [line.split(":")[0] for line in lines[:2]]
+    table = [line.split()[0] for line in lines[lines.index("") + 3:] if line.strip()][:2]
+    assert banner == table == ["fedprox", "scaffold"], result.stdout
+    assert "FedProx mu=0.1" in lines[0]
+    assert {path.name for path in (tmp_path / "c").iterdir() if path.is_dir()} == {"fedprox", "scaffold"}

@@ -94,6 +94,7 @@ def test_digits_is_sklearn_scaled_and_split():
     assert int(data.train_images.max()) == 255
 
 
+@pytest.mark.numerics
 def test_digits_resized():
     from torchvision.transforms.v2.functional import InterpolationMode, resize
 
@@ -340,7 +341,9 @@ def test_registered_factory_receives_what_it_declares(tmp_path):
 @pytest.mark.parametrize(
     "change, error, match",
     [
-        ({"train_images": torch.zeros(4, 1, 2, 2)}, TypeError, "`train_images` must be a uint8"),
+        ({"train_images": torch.zeros(4, 1, 2, 2, dtype=torch.int32)}, TypeError,
+         "`train_images` must be a uint8 or floating-point"),
+        ({"test_images": torch.zeros(4, 1, 2, 2)}, TypeError, "`test_images` are torch.float32 but `train_images` are"),
         ({"test_labels": torch.tensor([0, 1, 0, 5])}, ValueError, r"`test_labels` must lie in \[0, 2\)"),
         ({"test_images": torch.zeros(4, 1, 3, 3, dtype=torch.uint8)}, ValueError, "`test_images` are"),
         ({"augmentation": "rotate"}, ValueError, "`augmentation` must be one of"),

@@ -13,6 +13,8 @@ from fedsim.config.run_config import RunConfig
 from fedsim.data import load_dataset
 from fedsim.engines.inprocess import run
 
+from .numerics import EXACT
+
 
 def digits_arrays():
     """The embedded digits as NumPy arrays: (N, H, W) uint8 images and int labels."""
@@ -28,15 +30,35 @@ def npz_file(tmp_path):
     return path
 
 
+def assert_read_back(data, images, labels, channels=1):
+    """Assert ``data`` holds the grey (N, H, W) ``images`` and ``labels`` written, split by split, unchanged and in order.
+
+    Each of its ``channels`` is the grey image, and its normalization is the written train
+    images', scaled to [0, 1].
+    """
+    for split in ("train", "test"):
+        got_images, got_labels = getattr(data, f"{split}_images"), getattr(data, f"{split}_labels")
+        assert got_images.dtype == torch.uint8 and got_images.shape == (len(images[split]), channels,
+                                                                        *images[split].shape[1:])
+        assert all(np.array_equal(got_images[:, c].numpy(), images[split]) for c in range(channels)), split
+        assert got_labels.dtype == torch.int64 and got_labels.tolist() == list(labels[split]), split
+    pixels = images["train"] / 255
+    assert data.mean == pytest.approx((pixels.mean(),) * channels, abs=1e-12)
+    assert data.std == pytest.approx((pixels.std(),) * channels, abs=1e-12)
+
+
 def test_an_npz_file_is_a_dataset_every_command_takes(npz_file, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
+    written = digits_arrays()
     data = load_dataset("npz:digits.npz")
-    digits = load_dataset("digits")
-    assert torch.equal(data.train_images, digits.train_images) and torch.equal(data.test_labels, digits.test_labels)
-    assert (data.num_classes, data.in_channels, data.image_size) == (10, 1, 8)
-    config = RunConfig(dataset="npz:digits.npz", model="mlp", num_partitions=3, rounds=1, batch_size=50)
+    assert_read_back(data, {split: written[f"x_{split}"] for split in ("train", "test")},
+                     {split: written[f"y_{split}"] for split in ("train", "test")})
+    assert (data.num_classes, data.in_channels, data.image_size) == (10, 1, 8)  # the largest label plus one
+    config = RunConfig(dataset="npz:digits.npz", model="mlp", num_partitions=3, rounds=1, batch_size=50,
+                       dtype="float64")
     assert config.dataset == f"npz:{npz_file}"  # absolute: another process reads the same file
-    assert run(config).rows[-1]["test_accuracy"] > 0
+    # the file holds the digits: a run on it is the run on the digits, step for step
+    torch.testing.assert_close(run(config).global_state, run(config.replace(dataset="digits")).global_state, **EXACT)
     main(["partition", "--dataset", "npz:digits.npz", "--scheme", "dirichlet", "--alpha", "0.5",
           "--num-partitions", "4", "--out", str(tmp_path / "p.json")])
     assert "digits.npz" in capsys.readouterr().out and (tmp_path / "p.json").exists()
@@ -77,23 +99,34 @@ def test_an_npz_files_client_ids_give_the_natural_partition_every_command_takes(
 
 
 def write_images(root, split, classes, size=(8, 8), count=3):
+    """Write ``count`` grey PNGs of ``size`` (width, height) per class in ``root/split/<class>/``.
+
+    Returns them as one (N, H, W) uint8 array, class by class and file by file: the order
+    torchvision's ``ImageFolder`` lists them in (for ``count`` up to 10).
+    """
+    written = []
     for label in classes:
         folder = root / split / label
         folder.mkdir(parents=True, exist_ok=True)
         for index in range(count):
-            Image.fromarray(np.full(size[::-1], 40 * index + 20 * len(label), dtype=np.uint8), mode="L").save(
-                folder / f"{index}.png")
+            # a ramp, shifted for each image: an image read flipped, transposed or under another's label differs
+            ramp = np.arange(size[0] * size[1]).reshape(size[::-1]) * 3 + 37 * len(written)
+            written.append((ramp % 256).astype(np.uint8))
+            Image.fromarray(written[-1]).save(folder / f"{index}.png")
+    return np.stack(written)
 
 
 def test_an_image_folder_is_read_as_torchvision_lays_it_out(tmp_path):
-    write_images(tmp_path / "shapes", "train", ["circle", "square"], count=4)
-    write_images(tmp_path / "shapes", "test", ["circle", "square"], count=2)
+    images = {"train": write_images(tmp_path / "shapes", "train", ["circle", "square"], count=4),
+              "test": write_images(tmp_path / "shapes", "test", ["circle", "square"], count=2)}
     data = load_dataset(f"imagefolder:{tmp_path / 'shapes'}")
-    assert (data.num_train, data.num_test, data.num_classes, data.class_names) == (8, 4, 2, ("circle", "square"))
-    assert data.train_labels.tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and data.train_images.dtype == torch.uint8
+    # torchvision's loader opens every image as RGB: a grey one comes back as three equal channels
+    assert_read_back(data, images, {"train": [0, 0, 0, 0, 1, 1, 1, 1], "test": [0, 0, 1, 1]}, channels=3)
+    assert (data.num_classes, data.class_names, data.in_channels, data.image_size) == (2, ("circle", "square"), 3, 8)
     result = run(RunConfig(dataset=f"imagefolder:{tmp_path / 'shapes'}", model="mlp", num_partitions=2, rounds=1,
                            batch_size=2, partition="iid"))
-    assert len(result.rows) == 1
+    # the model the run built takes the images' 3 x 8 x 8 values and gives the folder's 2 classes
+    assert result.global_state[0].shape[1] == 3 * 8 * 8 and result.global_state[-1].shape == (2,)
 
 
 def bad_npz(tmp_path, **changes):
@@ -106,7 +139,8 @@ def bad_npz(tmp_path, **changes):
     (lambda tmp: "npz:nowhere.npz", "nowhere.npz': no file"),
     (lambda tmp: bad_npz(tmp, x_test=None), "it lacks the array 'x_test is not a file in the archive'"),
     (lambda tmp: bad_npz(tmp, y_train=np.zeros(1437)), "`y_train` must be integer class labels"),
-    (lambda tmp: bad_npz(tmp, x_train=np.zeros((1437, 8, 8))), "`x_train` must hold uint8 pixels, got float64"),
+    (lambda tmp: bad_npz(tmp, x_train=np.zeros((1437, 8, 8), np.int32)),
+     "`x_train` must hold uint8 pixels or floats (float16, float32, float64), got int32"),
     (lambda tmp: bad_npz(tmp, x_test=np.zeros((0, 8, 8), np.uint8), y_test=np.zeros(0, np.int64)),
      "`test_images` is empty"),
     (lambda tmp: bad_npz(tmp, num_classes=np.array(3)), "`train_labels` must lie in [0, 3)"),

@@ -112,12 +112,12 @@ def test_a_model_that_is_not_finite_while_its_loss_is_stops_in_that_round(tmp_pa
 
 
 @pytest.mark.parametrize("strategy", ["fedavg", "allreduce"])
-def test_lr_50_diverges_in_round_1_naming_the_lr(tmp_path, strategy):
+def test_a_loss_that_is_not_finite_in_round_1_stops_there_naming_the_lr(tmp_path, strategy):
+    """Rank (client) 1's images are NaN, so round 1's loss is not finite on any CPU; `--lr` 50 is what is named."""
     out = tmp_path / "run"
-    flags = SMALL if strategy == "fedavg" else [flag for flag in SMALL if flag not in ("--fraction", "0.5")]
-    line = assert_one_error_line(fedsim("run", "--strategy", strategy, *flags, "--lr", "50", "--rounds", "3",
-                                        "--out", str(out)))
-    assert line.startswith("fedsim run: error: diverged in round 1"), line
+    line = assert_one_error_line(fedsim("run", "--strategy", strategy, *nan_shard_flags(tmp_path), "--lr", "50",
+                                        "--rounds", "3", "--quiet", "--out", str(out)))
+    assert line.startswith(f"fedsim run: error: diverged in round 1 ({WHO[strategy]} {NAN_RANK})"), line
     assert "lower `--lr` (now 50)" in line and "--server-lr" not in line, line
     assert not (out / "metrics.csv").exists() and not (out / "checkpoint.pt").exists()
     assert strict_json(out / "summary.json")[strategy]["diverged"] is True
@@ -148,35 +148,103 @@ def test_compare_goes_on_and_marks_the_diverged_strategy(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_ranks_stop_together_and_the_launcher_names_the_round(tmp_path):
-    """Every rank sees the same summed loss and global model, so all stop at round 1; the launcher's line is last."""
-    from fedsim.engines.distributed.launch import rank_environment
-
-    out = tmp_path / "run"
-    command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", "2", "--strategy", "allreduce", "--model", "mlp",
-               "--num-partitions", "2", "--batch-size", "20", "--lr", "50", "--rounds", "3", "--quiet",
-               "--out", str(out)]
-    result = subprocess.run(command, env=rank_environment(2), capture_output=True, text=True, timeout=300)
-    assert result.returncode == DIVERGED, result.stderr[-3000:]
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("fedsim ddp: error: diverged in round 1: the training loss is "), last
-    assert "lower `--lr` (now 50)" in last and "no checkpoint was written yet" in last
-    assert strict_json(out / "summary.json")["allreduce"]["diverged_round"] == 1
-
-
-@pytest.mark.slow
 def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path):
     """The server records in Flower's process; the command reads the divergence back from the summary."""
     import os
 
     out = tmp_path / "run"
     env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", "fedavg", *SMALL, "--lr", "50",
-               "--rounds", "3", "--verbose", "--out", str(out)]
+    command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", "fedavg",
+               *nan_shard_flags(tmp_path), "--rounds", "3", "--verbose", "--out", str(out)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == DIVERGED, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("fedsim flower simulate: error: diverged in round 1 (client "), last
+    assert last.startswith(f"fedsim flower simulate: error: diverged in round 1 (client {NAN_RANK})"), last
     assert strict_json(out / "summary.json")["fedavg"]["diverged_round"] == 1
     # --verbose shows Flower's log here rather than keep it in the run's folder
     assert "Starting Flower Simulation" in result.stdout and not (out / "flower.log").exists()
+
+
+# Three ranks of 20 samples each, whose every training image on `NAN_RANK`'s shard is NaN: that rank's loss is
+# not finite at the round's first step on any CPU, and every rank's at the steps after it (the combined gradient
+# carries the NaN into the model), so only a rank named at its first non-finite step is the right one.
+NAN_RANK, RANKS, PER_RANK = 1, 3, 20
+SHARDS = Partition([np.arange(rank * PER_RANK, (rank + 1) * PER_RANK) for rank in range(RANKS)],
+                   num_samples=RANKS * PER_RANK, scheme="manual")
+
+
+def nan_shard_data():
+    """Float images of 4 classes, those of rank `NAN_RANK`'s shard NaN; statistics given, as NaN has none."""
+    from fedsim.data import Dataset
+
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand(RANKS * PER_RANK, 1, 8, 8, generator=generator)
+    images[NAN_RANK * PER_RANK : (NAN_RANK + 1) * PER_RANK] = math.nan
+    labels = torch.arange(RANKS * PER_RANK) % 4
+    return Dataset("nan-shard", images, labels, images[:PER_RANK].clone(), labels[:PER_RANK].clone(), num_classes=4,
+                   mean=(0.5,), std=(0.3,))
+
+
+@pytest.mark.parametrize("settings", [
+    {"strategy": "allreduce"},  # one forward of every rank's samples (fused)
+    {"strategy": "allreduce", "fused": False},  # rank by rank
+    {"strategy": "reweighted", "weights": "size"},
+    {"strategy": "reweighted", "weights": "dynamic", "fused": False},  # each rank's gradient apart
+], ids=["fused", "per-rank", "reweighted-size", "reweighted-dynamic"])
+def test_a_gradient_strategy_names_the_first_rank_whose_loss_is_not_finite(tmp_path, settings):
+    from fedsim.engines.inprocess import run
+
+    config = RunConfig(model="mlp", num_partitions=RANKS, batch_size=5, rounds=2, **settings)
+    with pytest.raises(RunDiverged) as diverged:
+        run(config, tmp_path / "run", data=nan_shard_data(), partition=SHARDS)
+    assert diverged.value.where == f"rank {NAN_RANK}" and diverged.value.round == 1
+    assert str(diverged.value).startswith(f"diverged in round 1 (rank {NAN_RANK}): the training loss is nan")
+    summary = strict_json(tmp_path / "run" / "summary.json")[config.label]
+    assert summary["diverged_where"] == f"rank {NAN_RANK}"
+
+
+NAN_DATA_FILE = f"""
+import math
+
+import torch
+
+from fedsim.data import Dataset
+
+
+def load():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.rand({RANKS * PER_RANK}, 1, 8, 8, generator=generator)
+    images[{NAN_RANK * PER_RANK} : {(NAN_RANK + 1) * PER_RANK}] = math.nan
+    labels = torch.arange({RANKS * PER_RANK}) % 4
+    return Dataset("nan-shard", images, labels, images[:{PER_RANK}].clone(), labels[:{PER_RANK}].clone(),
+                   num_classes=4, mean=(0.5,), std=(0.3,))
+"""
+
+
+#: How a strategy names where a loss stopped being finite: FedAvg's clients, the gradient strategies' ranks.
+WHO = {"fedavg": "client", "allreduce": "rank"}
+
+
+def nan_shard_flags(tmp_path) -> list[str]:
+    """Return the flags of a run on `NAN_DATA_FILE` (by reference) with one client or rank per shard of `SHARDS`."""
+    (tmp_path / "nan_data.py").write_text(NAN_DATA_FILE)
+    SHARDS.save(tmp_path / "shards.json")
+    return ["--model", "mlp", "--dataset", f"{tmp_path / 'nan_data.py'}:load", "--partition-file",
+            str(tmp_path / "shards.json"), "--batch-size", "5"]
+
+
+@pytest.mark.slow
+def test_ddp_names_the_first_rank_whose_loss_is_not_finite(tmp_path):
+    """Each rank knows only its own losses: one all-reduce puts the ranks' first non-finite steps side by side."""
+    from fedsim.engines.distributed.launch import rank_environment
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "fedsim", "ddp", "--nproc", str(RANKS), "--strategy", "allreduce",
+               *nan_shard_flags(tmp_path), "--rounds", "2", "--quiet", "--out", str(out)]
+    result = subprocess.run(command, env=rank_environment(RANKS), capture_output=True, text=True, timeout=300)
+    assert result.returncode == DIVERGED, result.stderr[-3000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"fedsim ddp: error: diverged in round 1 (rank {NAN_RANK}): the training loss is nan"), last
+    assert "lower `--lr` (now 0.05)" in last and "no checkpoint was written yet" in last  # every rank stopped
+    summary = strict_json(out / "summary.json")["allreduce"]
+    assert summary["diverged_where"] == f"rank {NAN_RANK}" and summary["diverged_round"] == 1

@@ -2,6 +2,7 @@
 
 import json
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -97,6 +98,46 @@ def test_the_summary_names_the_final_the_best_with_its_round_and_the_mean_of_the
     summary = json.loads((tmp_path / "summary.json").read_text())["fedavg"]
     assert (summary["final_test_accuracy"], summary["best_test_accuracy"], summary["best_round"]) == (0.8, 0.9, 4)
     assert summary["last_5_mean_test_accuracy"] == pytest.approx((0.6 + 0.9 + 0.7 + 0.8) / 4)  # four evaluated
+    assert summary["last_5_mean_rounds"] == 4
     table = comparison_table({"fedavg": RunResult(rows=[], summary=summary, global_state=[])}).splitlines()
     assert table[0].split("  ")[:4] == ["strategy", "final acc", "best acc (round)", "last-5 mean acc"]
-    assert table[2].split()[:5] == ["fedavg", "0.8000", "0.9000", "(4)", "0.7500"]
+    assert table[2].split()[:7] == ["fedavg", "0.8000", "0.9000", "(4)", "0.7500", "(of", "4)"]
+
+
+@pytest.mark.parametrize("accuracies, mean, note", [
+    ([0.5, 0.6, 0.9], (0.5 + 0.6 + 0.9) / 3, " (of 3)"),  # a 3-round run: the mean of 3, and the table says so
+    ([0.5, 0.6, 0.9, 0.7, 0.8, 0.4], (0.6 + 0.9 + 0.7 + 0.8 + 0.4) / 5, ""),  # the last five of six
+])
+def test_the_last_5_mean_of_a_shorter_run_says_how_many_rounds_it_averages(accuracies, mean, note):
+    from fedsim.comparison import comparison_table
+    from fedsim.results.outcome import RunResult
+
+    recorder = Recorder(RunConfig(strategy="fedavg", rounds=len(accuracies), num_partitions=2), PARTITION)
+    recorder.start()
+    for round_index, accuracy in enumerate(accuracies):
+        recorder.record_round(RoundStats(samples=40, loss_sum=20.0), {"accuracy": accuracy, "loss": 1.0}, wall_s=0.1)
+    summary = recorder.summary()
+    assert summary["last_5_mean_test_accuracy"] == pytest.approx(mean, abs=1e-12)
+    assert summary["last_5_mean_rounds"] == min(len(accuracies), 5)
+    row = comparison_table({"fedavg": RunResult(rows=[], summary=summary, global_state=[])}).splitlines()[2]
+    assert f" {mean:.4f}{note}  " in row
+
+
+def test_clients_with_fewer_than_10_local_test_samples_are_warned_of_at_the_start(tmp_path):
+    from fedsim.results.client_eval import SMALL_TEST_SET
+
+    sizes = [1, 9, 10, 30]
+    ends = np.cumsum([0, *sizes])
+    local_test = [np.arange(start, end) + 100 for start, end in zip(ends, ends[1:])]
+    partition = Partition(np.split(np.arange(100), 4), num_samples=150, scheme="manual",
+                          params={"local_test_fraction": 0.3}, local_test=local_test)
+    assert SMALL_TEST_SET == 10
+    with pytest.warns(UserWarning, match=r"^2 of 4 clients have fewer than 10 local test samples \(the fewest has 1\)"
+                      r".*`client_acc_min`.*raise `local_test_fraction` \(now 0\.3\)") as caught:
+        Recorder(RunConfig(rounds=1, num_partitions=4), partition, tmp_path / "r").start()
+    assert len(caught) == 1
+    large = Partition(list(partition), num_samples=150, scheme="manual",
+                      local_test=np.split(np.arange(100, 140), 4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Recorder(RunConfig(rounds=1, num_partitions=4), large).start()  # 10 samples each: nothing to say

@@ -109,6 +109,28 @@ def test_a_bad_reference_is_one_line_naming_its_flag_before_any_output(user_fold
     assert not (user_folder / "out").exists()
 
 
+def test_a_name_a_file_lacks_is_refused_naming_the_file_as_typed_and_the_algorithms_it_holds(user_folder, capsys):
+    (user_folder / "drop_largest.py").write_text(textwrap.dedent("""
+        from fedsim.algorithms import Algorithm
+
+        def largest(models):
+            return max(models)
+
+        class DropLargest(Algorithm):
+            pass
+
+        class KeepAll(Algorithm):
+            pass
+    """))
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", *QUICK, "--strategy", "drop_largest.py:DropLargst", "--out", str(user_folder / "out")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err == ("fedsim run: error: `--strategy`='drop_largest.py:DropLargst': 'drop_largest.py' has no attribute "
+                   "'DropLargst'; its fedsim.algorithms.Algorithm subclasses: DropLargest, KeepAll; did you mean "
+                   "'DropLargest'?\n")
+
+
 def test_a_file_reference_is_stored_absolute_and_resolves_to_one_class_from_any_folder(user_folder, monkeypatch):
     relative = f"{os.path.relpath(ROBUST, user_folder)}:Median"
     config = RunConfig(strategy=relative)

@@ -29,7 +29,8 @@ def test_every_metric_is_a_scalar_per_round_and_a_resumed_run_shows_each_round_o
     run(config, tmp_path / "straight")
     rows = read_rows(tmp_path / "straight" / "metrics.csv")
     logged = scalars(tmp_path / "tb" / "fedavg")
-    for tag in ("test_accuracy", "train_loss", "bytes_communicated", "client_acc_p10", "client_acc_mean"):
+    for tag in ("test_accuracy", "train_loss", "bytes_communicated", "client_acc_p10", "client_acc_worst10",
+                "client_acc_mean"):
         assert logged[tag] == [(row["round"], pytest.approx(row[tag], rel=1e-6)) for row in rows], tag
     # killed after its round-2 checkpoint, having logged round 3 since: resumed, rounds 3 and 4 show once
     killed = config.replace(tensorboard=str(tmp_path / "tb-killed"))

@@ -133,6 +133,8 @@ class DistributedGradientRounds(GradientCheckpoint):
         stats = RoundStats()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         steps = self.schedule.round_steps(self.step_count, samples_before, target)
+        # each step's loss where the rank takes it, kept on the device: no synchronisation per step
+        step_losses = torch.zeros(len(steps), dtype=torch.float64, device=self.device)
         for segment in epoch_segments(steps, self.schedule.steps_per_epoch):
             with Join([self.ddp], enable=self.schedule.sits_out):
                 for step in segment:
@@ -140,7 +142,9 @@ class DistributedGradientRounds(GradientCheckpoint):
                     if batch is None:  # out of data until the epoch ends
                         break
                     parts = micro_batch_count(self.schedule.batch_sizes(step), config.micro_batches)
-                    loss_sum += self.step(step, batch, parts)
+                    loss = self.step(step, batch, parts)
+                    loss_sum += loss
+                    step_losses[step - steps.start] = loss
             if self.schedule.sits_out:
                 self._sync_server(src=last_authority(self.schedule.batch_sizes(segment[-1])))
         for step in steps:
@@ -148,9 +152,29 @@ class DistributedGradientRounds(GradientCheckpoint):
             sent += self.sync_bytes * micro_batch_count(self.schedule.batch_sizes(step), config.micro_batches)
             stats.count_step(self.schedule.batch_sizes(step), sent, self.buffer_bytes)
         self.step_count = steps.stop
-        dist.all_reduce(loss_sum)
-        stats.loss_sum = float(loss_sum)
+        stats.loss_sum, stats.nonfinite = self._round_loss(loss_sum, step_losses)
         return stats
+
+    def _round_loss(self, loss_sum: torch.Tensor, step_losses: torch.Tensor) -> tuple[float, str]:
+        """Return the round's loss summed over every rank, and the first rank whose loss was not finite ("rank 1").
+
+        One all-reduce carries both: the ranks' loss sums, and the first step at which each rank's
+        own loss was not finite (a rank names its own; the sum puts them side by side). The rank
+        named is the one at the earliest such step, the lowest at that step, as the in-process
+        engine names it (`fedsim.rounds.gradient.note_ranks`): after that step every rank's model
+        holds the combined non-finite gradient.
+        """
+        never = len(step_losses)  # a round may take no step (the one before overshot its samples)
+        finite = torch.isfinite(step_losses)
+        # the first non-finite step's index (argmax gives the first of equal maxima), `never` where all are finite
+        first = torch.where(finite.all(), never, (~finite).to(torch.uint8).argmax()) if never else never
+        reduced = torch.zeros(1 + dist.get_world_size(), dtype=torch.float64, device=self.device)
+        reduced[0] = loss_sum
+        reduced[1 + self.rank] = first
+        dist.all_reduce(reduced)
+        total, *firsts = reduced.tolist()
+        bad = [(step, rank) for rank, step in enumerate(firsts) if step < never]
+        return total, f"rank {min(bad)[1]}" if bad else ""
 
     def step(self, step: int, batch: torch.Tensor, parts: int = 1) -> torch.Tensor:
         """One DDP step on this rank's batch; return the batch's summed loss.

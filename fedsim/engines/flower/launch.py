@@ -14,7 +14,7 @@ from pathlib import Path
 from ...config.run_config import RunConfig
 from ...interrupts import RunInterrupted, stop_signal
 from ...results.folder import RunFolder
-from ...results.outcome import diverged_run, finished_result, saved_round, written_rows
+from ...results.outcome import diverged_run, finished_result, resume_hint, saved_round, user_code_error, written_rows
 from .federation import LocalFederation, tail
 from .records import grid_entry, to_run_config
 
@@ -58,8 +58,11 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
         Ctrl-C or SIGTERM: every Flower process is stopped; the error names the checkpoint.
     fedsim.interrupts.RunDiverged
         The run's summary records a divergence.
+    fedsim.references.UserCodeError
+        The run's summary records a bug in the user's code (a method's hook) that stopped it.
     RuntimeError
-        The run did not finish; the message quotes the end of Flower's log.
+        The run did not finish; the message quotes the end of Flower's log, and advises resuming
+        where a checkpoint holds something to continue.
     """
     entries = {**to_run_config(config), "out": str(out), "resume": resume, "timeout": timeout_s,
                "grid": grid_entry(config, grid)}
@@ -81,11 +84,13 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
         raise RunInterrupted(len(written_rows(out)), config.rounds, checkpoint_round, folder, stop_signal(stop)) from None
     if (diverged := diverged_run(out, config, named_folder=named_folder)) is not None:
         raise diverged
+    if (failed := user_code_error(out, config)) is not None:
+        raise failed
     result = finished_result(out, config)
     if status != 0 or result is None:
         where = "its log above says why" if verbose else f"the end of its log:\n{log_end}"
-        resume_hint = "; `resume`=True continues from the last checkpoint" if named_folder else ""
-        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); {where}{resume_hint}")
+        advice = resume_hint(out) if named_folder else ""
+        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); {where}{advice}")
     return result
 
 

@@ -13,7 +13,9 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from ...build import RunSetup, check_reaches_other_processes
+from ...references import UserCodeError
 from ...results.client_eval import Evaluation
+from ...results.outcome import record_user_code_error
 from ...config.combinations import check_clients_one_at_a_time
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
@@ -62,8 +64,13 @@ class FederatedServer:
         strategy = strategy_class(rounds, names, nodes, recorder,
                                   Evaluation(setup.model, setup.data, setup.task, setup.partition,
                                              lambda: evaluated_state(rounds), config))
-        strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
-                       timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)
+        try:
+            strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
+                           timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)
+        except UserCodeError as error:  # the launcher, in another process, reads it back and ends with it
+            if out is not None:
+                record_user_code_error(out, config, recorder.summary(), error)
+            raise
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
         # or a client that raised; the round went on with the others
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}

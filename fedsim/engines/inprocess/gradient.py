@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
-from ...rounds.gradient import GradientRounds
+from ...results.progress import RoundStats
+from ...rounds.gradient import GradientRounds, note_ranks
 from ...schedule import micro_batch_count
 from ...seeding import Stream, derive_seed
 from ...training import autocast, seeded_global_rng, training_batch
@@ -43,34 +46,46 @@ class InProcessGradientRounds(GradientRounds):
                                         and config.micro_batches == 1
                                         and not (self.dynamic and config.dynamic_rule == "cosine"))
 
-    def step(self, batches, active) -> float:
+    def step(self, batches, active, stats: RoundStats | None = None) -> float:
         """Take the step fused where it applies, rank by rank otherwise (`GradientRounds.step`)."""
         if not self.fused:
-            return super().step(batches, active)
+            return super().step(batches, active, stats)
         self.server.zero_grad()
         # a layer's own random draws (sync_bn's dropout, a user's noise) from the step's stream, not the process's
         with seeded_global_rng(derive_seed(self.config.seed, Stream.STEP_DROPOUT, self.step_count), self.device):
-            return self._fused_step(batches, active)
+            return self._fused_step(batches, active, stats)
 
-    def _fused_step(self, batches, active) -> float:
+    def _fused_step(self, batches, active, stats: RoundStats | None = None) -> float:
         """One forward of all ranks' samples, each weighted by its rank's weight over its batch size.
 
         With micro-batches (`sync_bn` only), part j of every rank's batch goes through together.
+        Where the step's loss is not finite, ``stats`` keeps the first rank whose own loss is not
+        (`fedsim.rounds.gradient.note_ranks`).
         """
         generators = [self.generator(rank) for rank in active]
         counts = torch.tensor([batches[rank].numel() for rank in active], device=self.device)
         parts = micro_batch_count(counts.tolist(), self.config.micro_batches)
         splits = [torch.tensor_split(batches[rank], parts) for rank in active]
         static = None if self.dynamic else self.weights(active)
-        loss_sum = 0.0
+        loss_sum, losses = 0.0, []
         for part in range(parts):
             inputs = [training_batch(self.data, split[part], generator, float(self.noise[rank]), self.device,
                                      self.dtype) for split, generator, rank in zip(splits, generators, active)]
-            loss_sum += self._fused_part(inputs, active, counts, static)
+            raw, slot = self._fused_part(inputs, active, counts, static)
+            loss_sum += float(raw.sum())
+            losses.append((raw, slot))
+        if stats is not None and not math.isfinite(loss_sum):  # only then: which ranks' samples made it so
+            rank_losses = torch.zeros(len(active), dtype=torch.float64, device=self.device)
+            for raw, slot in losses:
+                rank_losses.index_add_(0, slot, raw.to(torch.float64))
+            note_ranks(stats, active, rank_losses.tolist())
         return loss_sum
 
-    def _fused_part(self, inputs, active, counts, static) -> float:
-        """Forward and backward one part of every active rank's batch; ``counts`` are the whole batches' sizes."""
+    def _fused_part(self, inputs, active, counts, static) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward one part of every active rank's batch; ``counts`` are the whole batches' sizes.
+
+        Returns the samples' raw losses (detached) and each sample's slot in ``active``.
+        """
         images = torch.cat([x for x, _ in inputs])
         targets = torch.cat([y for _, y in inputs])
         slot = torch.repeat_interleave(torch.arange(len(active), device=self.device),
@@ -88,4 +103,4 @@ class InProcessGradientRounds(GradientRounds):
         weights = torch.as_tensor(static, dtype=per_sample.dtype, device=self.device)
         loss = (per_sample * (weights / counts)[slot]).sum()
         (self.server.scaler.scale(loss) if self.server.scaler is not None else loss).backward()
-        return float(raw.detach().sum())
+        return raw.detach(), slot

@@ -96,7 +96,7 @@ class OneStepClients:
         set_state(model, global_state)
         model.train()
         model.zero_grad(set_to_none=True)
-        scales = [rounds.algorithm.scale(one.weight, 1) for one in clients]
+        scales = [rounds.client_weight(one.weight, 1) for one in clients]
         # a user's random layer draws from the round's stream, not the process's (which a resume would change)
         seed = derive_seed(rounds.config.seed, Stream.CLIENT_DROPOUT, round_index)
         with seeded_global_rng(seed, global_state[0].device):

@@ -264,13 +264,8 @@ class VectorizedClients:
         scales = 1.0 / counts.to(inputs.dtype)
         if scaler is not None:  # the loop's scaled loss: a power of two times the batch mean, exact
             scales = scales * scaler.scales[: len(cohort)]
-        penalty = terms is not None and overrides(terms, "penalty")
         if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
-            # the penalty joins the loss's one backward, unless each client's loss is scaled on its own
-            joined = penalty and scaler is None
-            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales,
-                                                         terms if joined else None)
-            penalty = penalty and not joined
+            gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales)
         else:
             if self.rounds.training.amp:  # an algorithm's loss per sample (MOON's) needs vmap
                 raise LoopNeeded(VMAP_UNDER_AMP)
@@ -278,8 +273,8 @@ class VectorizedClients:
                 self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
             gradients, loss_sums = self._vmapped_gradients(views, inputs, targets, valid, scales, masks, terms)
         skipped = None if scaler is None else scaler.unscale(gradients)
-        if penalty:
-            torch._foreach_add_(gradients, self._penalty_gradients(terms, views))
+        if terms is not None:
+            self._add_penalty_gradients(terms, views, gradients)
         for member, loss_sum in zip(cohort, loss_sums.to(torch.float64).tolist()):
             member.loss_sum += loss_sum
         return gradients, skipped
@@ -293,9 +288,8 @@ class VectorizedClients:
             gradients, loss_sums = self._gradients(trainable, frozen, inputs, targets, valid, scales, masks, extras)
         return list(gradients.values()), loss_sums
 
-    def _plain_gradients(self, views, inputs, targets, valid, scales, penalty_terms):
-        """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`), with
-        ``penalty_terms``' penalty where given."""
+    def _plain_gradients(self, views, inputs, targets, valid, scales):
+        """The gradients and raw loss sums of `_step` for a plain multilayer perceptron (`stacked_mlp`)."""
         leaves = [view.detach().requires_grad_(wanted) for view, wanted in zip(views, self.trainable)]
         active, longest = inputs.shape[:2]
         with autocast(inputs.device, self.rounds.training.amp):
@@ -304,8 +298,6 @@ class VectorizedClients:
                                         targets.reshape(active * longest, *targets.shape[2:])).view(active, longest)
         raw_sums = (raw * valid).sum(1)
         total = (raw_sums * scales).sum()  # each client's batch-mean loss; its row's gradient is its own
-        if penalty_terms is not None:
-            total = total + penalty_terms.penalty(leaves)
         gradients = torch.autograd.grad(total, [leaf for leaf, wanted in zip(leaves, self.trainable) if wanted])
         return list(gradients), raw_sums.detach()
 
@@ -322,14 +314,16 @@ class VectorizedClients:
             loss = loss + (extra * valid).sum() * scale
         return loss, raw_sum.detach()
 
-    def _penalty_gradients(self, terms, views: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Return the gradient of the stacked terms' penalty (the sum of the clients') for the trainable parameters."""
-        def penalty(trainable: list[torch.Tensor]):
-            given = iter(trainable)
-            params = [next(given) if wanted else view for view, wanted in zip(views, self.trainable)]
-            return terms.penalty(params)
-
-        return list(grad(penalty)([view for view, wanted in zip(views, self.trainable) if wanted]))
+    def _add_penalty_gradients(self, terms, views: list[torch.Tensor], gradients: list[torch.Tensor]) -> None:
+        """Add the stacked terms' penalty gradient (each client's row its own, `LocalTerms.penalty_gradient`) to
+        ``gradients``, those of the trainable parameters, as the loop adds it to ``.grad``."""
+        extra = terms.penalty_gradient(views)
+        if extra is None:
+            return
+        trainable = [gradient for gradient, wanted in zip(extra, self.trainable) if wanted]
+        pairs = [(mine, added) for mine, added in zip(gradients, trainable) if added is not None]
+        if pairs:
+            torch._foreach_add_([mine for mine, _ in pairs], [added for _, added in pairs])
 
     def _batches(self, cohort: list[CohortClient]):
         """Return the step's inputs and targets (clients x longest batch) and each client's sample count.
