@@ -36,7 +36,7 @@ demo: $(INSTALLED)
 		--out $(RESULTS)/demo
 
 test: $(INSTALLED)
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest --durations=10 $(PYTEST_ARGS)
 
 test-arithmetic: $(INSTALLED)
 	@case " $(ARITHMETICS) " in *" $(ARITHMETIC) "*) ;; \
