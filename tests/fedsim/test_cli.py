@@ -82,8 +82,8 @@ def test_c_equals_k_holds_every_class_by_default(tmp_path):
     (["run", "--strategy", "fedvag"], "; did you mean 'fedavg', 'fednova' or 'fedavgm'? (see `fedsim run --help`)"),
     (["run", "--model", "cnnn"], "; did you mean 'cnn'? (see `fedsim run --help`)"),
     (["run", "--scheme", "dirichlt"], "; did you mean 'dirichlet', "),
-    (["run", "--dataset", "mnist5k", "--out", "r"], "known: cifar10, cifar100, digits, emnist, fashion-mnist, mnist, "
-                                                    "mnist-5k, multi-mnist; did you mean 'mnist-5k', "),
+    # (the known names end with those other tests of this session register, so only the suggestion is matched)
+    (["run", "--dataset", "mnist5k", "--out", "r"], "; did you mean 'mnist-5k', "),
     (["compare", "--strategies", "fedavg,fedvag", "--out", "c"], "unknown strategy 'fedvag' in `--strategies`; "
                                                                  "known: allreduce, "),
     (["compare", "--strategies", "fedavg,fedvag", "--out", "c"], "; did you mean 'fedavg', 'fednova' or 'fedavgm'?"),
