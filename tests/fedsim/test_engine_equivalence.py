@@ -92,16 +92,16 @@ def test_float32_fused_forward_is_close_to_the_loop_as_a_whole(mnist5k):
 
     A ReLU kink can move single elements of one step's float32 gradient by 10%, but only a few
     elements of one step, so the whole model after two rounds moves by far less: ~5e-8 of its
-    norm was seen on AVX-512 and default kernels. 1e-4 leaves three orders of magnitude for
-    kinks and kernel choice, and stays far below a real difference (a wrong weight or a missing
-    rank moves the model by more than 1e-2 of its norm).
+    norm was seen on AVX-512 and default kernels, 3.0e-4 under AVX2's (one kink more). 2e-3 leaves
+    room for kinks and kernel choice, and stays well below a real difference (a wrong weight or a
+    missing rank moves the model by more than 1e-2 of its norm).
     """
     uneven = dirichlet(mnist5k.train_labels.numpy(), 10, 0.3, seed=1)
     options = {"strategy": "reweighted", "weights": "size", "rounds": 2, "batch_size": 10, "grid": FIFTH,
                "dtype": "float32"}
     fused = final_state(mnist5k, uneven, fused=True, **options)
     looped = final_state(mnist5k, uneven, fused=False, **options)
-    assert relative_distance(fused, looped) < 1e-4
+    assert relative_distance(fused, looped) < 2e-3
 
 
 @pytest.mark.parametrize("equal, uneven, authority", [(True, "join", 0), (True, "cycle", 0), (False, "join", 9)])
