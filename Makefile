@@ -6,6 +6,11 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.fedsim-installed
 RESULTS ?= results
 PYTEST_ARGS ?=
+# The suite runs on this many worker processes (pytest-xdist). Most of its time is spent starting
+# processes and waiting on them (torchrun, Flower, Ray), which leaves a core idle: two workers
+# keep both of a 2-core machine busy. `make test TEST_WORKERS=0` runs it in one process.
+TEST_WORKERS ?= 2
+PYTEST := $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The arithmetics the suite must hold under (DESIGN.md "Numerics"): ATen, MKL and oneDNN each pick their
 # kernels by CPU, and the thread count changes the order of sums. `make test-arithmetic ARITHMETIC=plain`
@@ -36,13 +41,13 @@ demo: $(INSTALLED)
 		--out $(RESULTS)/demo
 
 test: $(INSTALLED)
-	$(PYTHON) -m pytest --durations=10 $(PYTEST_ARGS)
+	$(PYTEST) --durations=10 $(PYTEST_ARGS)
 
 test-arithmetic: $(INSTALLED)
 	@case " $(ARITHMETICS) " in *" $(ARITHMETIC) "*) ;; \
 	  *) echo "ARITHMETIC must be one of: $(ARITHMETICS); got '$(ARITHMETIC)'" >&2; exit 2;; esac
 	@echo "the test suite under the $(ARITHMETIC) arithmetic: $(or $(ARITHMETIC_ENV_$(ARITHMETIC)),the machine's own kernels)"
-	env $(ARITHMETIC_ENV_$(ARITHMETIC)) $(PYTHON) -m pytest $(PYTEST_ARGS)
+	env $(ARITHMETIC_ENV_$(ARITHMETIC)) $(PYTEST) $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(RESULTS) .pytest_cache .hypothesis build *.egg-info

@@ -147,20 +147,25 @@ def test_compare_goes_on_and_marks_the_diverged_strategy(tmp_path):
     assert all(math.isfinite(row["train_loss"]) for row in rows)
 
 
+#: How a strategy names where a loss stopped being finite: FedAvg's clients, the gradient strategies' ranks.
+WHO = {"fedavg": "client", "allreduce": "rank"}
+
+
 @pytest.mark.slow
-def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path):
+@pytest.mark.parametrize("strategy", sorted(WHO))
+def test_a_flower_simulation_that_diverges_ends_with_the_same_line(tmp_path, strategy):
     """The server records in Flower's process; the command reads the divergence back from the summary."""
     import os
 
     out = tmp_path / "run"
     env = {**os.environ, "FLWR_DISABLE_UPDATE_CHECK": "1", "FLWR_TELEMETRY_ENABLED": "0", "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", "fedavg",
+    command = [sys.executable, "-m", "fedsim", "flower", "simulate", "--strategy", strategy,
                *nan_shard_flags(tmp_path), "--rounds", "3", "--verbose", "--out", str(out)]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == DIVERGED, result.stderr[-3000:]
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"fedsim flower simulate: error: diverged in round 1 (client {NAN_RANK})"), last
-    assert strict_json(out / "summary.json")["fedavg"]["diverged_round"] == 1
+    assert last.startswith(f"fedsim flower simulate: error: diverged in round 1 ({WHO[strategy]} {NAN_RANK})"), last
+    assert strict_json(out / "summary.json")[strategy]["diverged_round"] == 1
     # --verbose shows Flower's log here rather than keep it in the run's folder
     assert "Starting Flower Simulation" in result.stdout and not (out / "flower.log").exists()
 
@@ -219,10 +224,6 @@ def load():
     return Dataset("nan-shard", images, labels, images[:{PER_RANK}].clone(), labels[:{PER_RANK}].clone(),
                    num_classes=4, mean=(0.5,), std=(0.3,))
 """
-
-
-#: How a strategy names where a loss stopped being finite: FedAvg's clients, the gradient strategies' ranks.
-WHO = {"fedavg": "client", "allreduce": "rank"}
 
 
 def nan_shard_flags(tmp_path) -> list[str]:

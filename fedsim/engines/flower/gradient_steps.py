@@ -83,7 +83,9 @@ class GradientSteps(FedsimStrategy):
             if rounds.buffers:
                 updated[client] = from_record(content["arrays"], self.buffer_names, rounds.buffers)
             rank_means.append(float(content["metrics"]["mean-loss"]))
-            stats.loss_sum += float(content["metrics"]["loss-sum"])
+            loss_sum = float(content["metrics"]["loss-sum"])
+            stats.loss_sum += loss_sum
+            stats.note_nonfinite(loss_sum, f"rank {client}")  # the divergence line names it, as in-process
         rounds.keep_buffers(self._active, updated)
         if not clients:  # no rank came back: the model stays
             rounds.step_count += 1
