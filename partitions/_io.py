@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import stat
 from collections.abc import Iterator
@@ -106,6 +107,26 @@ def check_writable(path, name: str = "path") -> Path:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise PermissionError(f"`{name}`={str(path)!r} cannot be written: the folder {str(folder)!r} is not writable")
     return path
+
+
+#: The name `atomic_open` gives its temporary file beside ``NAME``: ``.NAME.<12 hex digits>.tmp``
+TEMPORARY_NAME = re.compile(r"\..+\.[0-9a-f]{12}\.tmp")
+
+
+def remove_temporaries(folder) -> list[Path]:
+    """Remove the temporary files a writer killed outright (SIGKILL) left in ``folder``; return them.
+
+    Only files named as `atomic_open` names its temporaries go; a finished file never has such a
+    name. Call it where no writer is at work in ``folder``: when a run resumes, or after the
+    processes that wrote there have stopped. A missing folder holds none.
+    """
+    try:
+        found = [path for path in Path(folder).iterdir() if TEMPORARY_NAME.fullmatch(path.name) and path.is_file()]
+    except FileNotFoundError:
+        return []
+    for path in found:
+        path.unlink(missing_ok=True)
+    return found
 
 
 def _create_beside(path: Path) -> tuple[Path, int]:

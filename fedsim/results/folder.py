@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 from partitions import Partition
-from partitions._io import read_text, write_atomic
+from partitions._io import read_text, remove_temporaries, write_atomic
 
 from ..config.files import CODE_DIGESTS
 from ..interrupts import STOP_SIGNALS
@@ -224,6 +224,7 @@ class RunFolder:
             partition.save(partition_path)
             return None
         checkpoint = self.check(resume=True, config=config, extra=extra)
+        remove_temporaries(self.path)  # what a writer killed outright (SIGKILL) left half-written
         if partition_path.exists() and Partition.load(partition_path) != partition:
             raise ValueError(f"cannot resume {self.path}: its partition.json differs from this run's partition")
         if not partition_path.exists():

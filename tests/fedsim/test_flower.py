@@ -299,6 +299,9 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
     try:
         node = wait_for_train_messages(launcher, "partition-id=1 num-partitions=2", count=2, timeout=180)
         os.kill(node, signal.SIGKILL)
+        # as a ServerApp process ended in the middle of a write leaves it: gone once the launcher has stopped Flower
+        half_written = out / ".checkpoint.pt.0123456789ab.tmp"
+        half_written.write_bytes(b"half a checkpoint")
         stdout, stderr = launcher.communicate(timeout=300)
     finally:
         if launcher.poll() is None:
@@ -306,6 +309,7 @@ def test_supernodes_over_tls_lose_one_and_end_as_in_process_without_its_client(t
             launcher.wait()
     assert launcher.returncode == 0, stdout[-3000:] + stderr[-3000:]
     assert wait_until_gone(lambda: processes_named(FLOWER_PROCESSES)) == []
+    assert not half_written.exists()
     config = RunConfig(**DEPLOYED, algorithm_options={"mu": 0.1})
     summary = json.loads((out / "summary.json").read_text())["my-fedprox+fedavgm"]  # FEDAVG's server momentum
     assert summary["lost_clients"] == {"2": [1]} and config.label == "my-fedprox+fedavgm"

@@ -102,6 +102,9 @@ def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
     assert killed.returncode == -signal.SIGKILL
     rounds_done = checkpoint_round(checkpoint)  # a later round may have landed between the wait and the kill
     rounds = max(6, rounds_done + 2)
+    # what a kill in the middle of a checkpoint's write leaves (whether this one did is chance): gone on resume
+    half_written = checkpoint.with_name(".checkpoint.pt.0123456789ab.tmp")
+    half_written.write_bytes(b"half a checkpoint")
     processes = [_fedsim_run(tmp_path / "killed", "--resume", rounds=rounds),
                  _fedsim_run(tmp_path / "straight", rounds=rounds)]
     try:
@@ -116,3 +119,4 @@ def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
     final = [torch.load(tmp_path / name / "model.pt", weights_only=True)["state"] for name in ("killed", "straight")]
     assert all(torch.equal(a, b) for a, b in zip(*final))
     assert [row["round"] for row in read_rows(tmp_path / "killed" / "metrics.csv")] == list(range(1, rounds + 1))
+    assert not half_written.exists()

@@ -192,3 +192,14 @@ def test_sigterm_stops_a_deployed_federation_and_every_flower_process(tmp_path):
     assert_stopped_line(only_line(status, stderr), out, args, "flower deploy")
     assert len(children) >= 3  # the SuperLink, two SuperNodes, flwr run
     assert not wait_gone(children), "a Flower process outlived the run"
+    # `--resume` from the command line starts a new federation from the checkpoint: its rounds follow the
+    # kept ones, which stay as they were (a round past the checkpoint, kept or not, is run again)
+    held = torch.load(out / "checkpoint.pt", weights_only=True)["progress"]["round"]
+    kept = (out / "metrics.csv").read_text().splitlines()[:held + 1]
+    resumed = subprocess.run([sys.executable, "-m", "fedsim", "flower", "deploy", "--resume", "--out", str(out),
+                              "--rounds", str(held + 2), "--quiet"], env=env, capture_output=True, text=True,
+                             timeout=DEADLINE_S)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (out / "metrics.csv").read_text().splitlines()[:held + 1] == kept
+    assert [row["round"] for row in read_rows(out / "metrics.csv")] == list(range(1, held + 3))
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["progress"]["round"] == held + 2

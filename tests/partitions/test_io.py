@@ -6,7 +6,7 @@ import stat
 import pytest
 
 from partitions import Partition
-from partitions._io import atomic_open, write_atomic
+from partitions._io import atomic_open, remove_temporaries, write_atomic
 from partitions.plot import save_figure
 
 
@@ -56,3 +56,14 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
             raise RuntimeError("disk on fire")
     assert path.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.txt"]
+
+
+def test_the_temporaries_a_killed_writer_left_are_removed_and_nothing_else(tmp_path):
+    left = [tmp_path / ".checkpoint.pt.0123456789ab.tmp", tmp_path / ".metrics.csv.fedcba987654.tmp"]
+    kept = ["checkpoint.pt", ".notes.tmp", "run.0123456789ab.tmp", ".a.0123456789AB.tmp", ".b.0123456789a.tmp"]
+    for path in [*left, *(tmp_path / name for name in kept)]:
+        path.write_text("x")
+    (tmp_path / ".folder.0123456789ab.tmp").mkdir()  # not a file a write left
+    assert sorted(remove_temporaries(tmp_path)) == sorted(left)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([*kept, ".folder.0123456789ab.tmp"])
+    assert remove_temporaries(tmp_path / "missing") == []

@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from partitions._io import remove_temporaries
+
 from ...config.run_config import RunConfig
 from ...interrupts import RunInterrupted, stop_signal
 from ...results.folder import RunFolder
@@ -82,6 +84,11 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
     except KeyboardInterrupt as stop:
         folder, checkpoint_round = (Path(out), saved_round(out)) if named_folder else (None, None)
         raise RunInterrupted(len(written_rows(out)), config.rounds, checkpoint_round, folder, stop_signal(stop)) from None
+    finally:
+        # The ServerApp process, which writes here, is ended by Flower's own signal handlers or, past
+        # the grace period, by SIGKILL: one ended in the middle of a write leaves its temporary file
+        # behind (the file it was replacing stays as it was)
+        remove_temporaries(out)
     if (diverged := diverged_run(out, config, named_folder=named_folder)) is not None:
         raise diverged
     if (failed := user_code_error(out, config)) is not None:
