@@ -22,7 +22,7 @@ from fedsim.client import evaluate
 from fedsim.data import load_dataset
 from fedsim.models import create_model
 from fedsim.results.client_eval import evaluate_clients
-from fedsim.tasks import create_task
+from fedsim.client.tasks import create_task
 
 
 def main(argv=None):

@@ -20,9 +20,9 @@ import partitions
 from fedsim.client import client_update, get_state, set_state
 from fedsim.data import load_dataset
 from fedsim.models import create_model
-from fedsim.optim import OptimizerConfig
-from fedsim.training import LocalTraining
-from fedsim.tasks import create_task
+from fedsim.client.optim import OptimizerConfig
+from fedsim.client.training import LocalTraining
+from fedsim.client.tasks import create_task
 
 
 def main(argv=None):

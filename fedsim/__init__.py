@@ -4,9 +4,10 @@ The names a user starts from are here: `RunConfig` (a run's settings), `run` (on
 this process), `compare` (several on one partition), `read_rows` (a results file), `load_model`
 (a run's final model) and the algorithm API (`Algorithm`, `LocalTerms`, `Option`); they are
 imported when first used, so that importing `fedsim` itself stays cheap (no torch). The rest is
-in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.tasks`, `fedsim.client` (the client
-core), `fedsim.algorithms`, `fedsim.rounds` (what a round is), `fedsim.engines` (where it runs),
-`fedsim.comm`, `fedsim.results`, `fedsim.config`, and the command line in `fedsim.cli`.
+in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.client` (the client core: local
+training, the optimizers, the tasks), `fedsim.algorithms`, `fedsim.rounds` (what a round is),
+`fedsim.engines` (where it runs), `fedsim.comm`, `fedsim.results`, `fedsim.config`, and the
+command line in `fedsim.cli`.
 """
 
 import importlib

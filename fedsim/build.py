@@ -10,8 +10,8 @@ from .models import create_model
 from .references import is_reference, split_format
 from .config.partitioning import partition_for
 from .seeding import Stream, derive_seed
-from .tasks import create_task
-from .training import seeded_global_rng, training_batch
+from .client.tasks import create_task
+from .client.training import seeded_global_rng, training_batch
 
 #: Samples in the batch `check_model_fits` trains on, unless the run meets a batch of one.
 FIT_CHECK_BATCH = 2
@@ -119,7 +119,7 @@ def check_model_fits(model: torch.nn.Module, config, data, partition) -> None:
     ValueError
         Naming ``model``, ``dataset`` and, for a batch of one, ``batch_size``.
     """
-    from .tasks import create_task
+    from .client.tasks import create_task
 
     size = min(FIT_CHECK_BATCH, smallest_batch(config.batch_size, partition.sizes), len(data.train_labels))
     param = next(model.parameters())

@@ -10,6 +10,7 @@ exit status (128 + the signal's number, as a shell reports it) follow the signal
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 
@@ -119,3 +120,26 @@ def checkpoint_place(folder, checkpoint_round: int | None) -> str:
     if checkpoint_round is None:
         return f"no checkpoint was written yet in {folder}"
     return f"{folder / 'checkpoint.pt'} holds round {checkpoint_round}"
+
+
+@contextlib.contextmanager
+def deferred_interrupt():
+    """Hold Ctrl-C (SIGINT) and SIGTERM back until the block is done, then deliver the first received.
+
+    The run's files are each written atomically; this keeps a set of them (rows, log and
+    checkpoint of one round) consistent, and a second signal from breaking off the cleanup of
+    a first. Outside the main thread, where Python delivers no signal, it does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
+                for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    if received:
+        signal.raise_signal(received[0])  # through the handler restored above (Ctrl-C's raises KeyboardInterrupt)

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from .algorithms.fedopt import FedOptAdaptive
-from .optim import SGD
+from .client.optim import SGD
 from .config.strategies import get_strategy
-from .training import loss_scaler
+from .client.training import loss_scaler
 
 
 class ServerOptimizer:
@@ -31,7 +31,7 @@ class ServerOptimizer:
     scaler : torch.amp.GradScaler, optional
         The fp16 loss scaler whose scaled gradients `step_gradient` unscales.
     optimizer : {"sgd", "adagrad", "adam", "yogi"}, default "sgd"
-        SGD (`fedsim.optim.SGD`: ``torch.optim.SGD``'s steps and state without
+        SGD (`fedsim.client.SGD`: ``torch.optim.SGD``'s steps and state without
         ``torch.optim``'s import cost), or FedOpt's `fedsim.algorithms.fedopt.FedOptAdaptive` with ``beta1``, ``beta2`` and ``tau``.
     """
 

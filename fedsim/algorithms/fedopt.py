@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from ..config.run_config import SERVER_OPTIMIZERS
-from ..optim import OneGroupOptimizer
+from ..client.optim import OneGroupOptimizer
 
 
 class FedOptAdaptive(OneGroupOptimizer):

@@ -30,7 +30,7 @@ from torch import nn
 from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
-from ..client import set_state
+from ..client.update import set_state
 from .base import Algorithm, LocalTerms
 from .client_state import ClientStates
 

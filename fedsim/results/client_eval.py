@@ -16,9 +16,9 @@ import warnings
 import numpy as np
 import torch
 
-from ..client import client_update, evaluate, predict, set_state, state_tensors
+from ..client.update import client_update, evaluate, predict, set_state, state_tensors
 from ..seeding import Stream, derive_seed
-from ..training import LocalTraining
+from ..client.training import LocalTraining
 
 #: The statistics of the clients' accuracies, each with its prefix: the global model's (``client_``) and,
 #: with personalized evaluation, the fine-tuned models' (``personal_``).
@@ -39,7 +39,7 @@ class Evaluation:
     ----------
     model : torch.nn.Module
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     partition : partitions.Partition
         Its ``local_test`` are the clients' test sets (indices into the training split).
     state : callable
@@ -127,7 +127,7 @@ def evaluate_clients(model, state, data, *, task, local_test, batch_size: int = 
     state : list of Tensor or None
         Loaded into ``model`` first when given.
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     local_test : sequence of array_like of int
         Per client, its test samples' indices into the training split.
     batch_size : int, default 256

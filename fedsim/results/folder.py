@@ -27,8 +27,6 @@ import io
 import json
 import math
 import os
-import signal
-import threading
 from pathlib import Path
 
 import torch
@@ -37,7 +35,6 @@ from partitions import Partition
 from partitions._io import read_text, remove_temporaries, write_atomic
 
 from ..config.files import CODE_DIGESTS
-from ..interrupts import STOP_SIGNALS
 from ..provenance import ENVIRONMENT_KEY, environment
 from ..references import code_digests
 from .csv_tables import append_table, read_rows, write_table
@@ -319,29 +316,6 @@ def save_tensors(payload, path: Path) -> None:
     torch.save(payload, buffer)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, buffer.getvalue())
-
-
-@contextlib.contextmanager
-def deferred_interrupt():
-    """Hold Ctrl-C (SIGINT) and SIGTERM back until the block is done, then deliver the first received.
-
-    The run's files are each written atomically; this keeps a set of them (rows, log and
-    checkpoint of one round) consistent, and a second signal from breaking off the cleanup of
-    a first. Outside the main thread, where Python delivers no signal, it does nothing.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received = []
-    previous = {number: signal.signal(number, lambda signum, frame: received.append(signum))
-                for number in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    if received:
-        signal.raise_signal(received[0])  # through the handler restored above (Ctrl-C's raises KeyboardInterrupt)
 
 
 def read_json(path) -> dict:

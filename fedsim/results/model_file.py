@@ -36,7 +36,7 @@ def load_model(folder, *, data=None) -> torch.nn.Module:
         If ``folder`` holds no finished run (a comparison's folder names its strategies).
     """
     from ..build import build_model
-    from ..client import set_state
+    from ..client.update import set_state
     from ..config.files import read_settings
     from ..config.run_config import RunConfig
 

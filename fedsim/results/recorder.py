@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..interrupts import RunDiverged, RunInterrupted, stop_signal
+from ..interrupts import RunDiverged, RunInterrupted, deferred_interrupt, stop_signal
 from ..config.files import CODE_DIGESTS
 from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics, warn_small_test_sets
-from .folder import CLIENTS_CSV, RunFolder, deferred_interrupt
+from .folder import CLIENTS_CSV, RunFolder
 from .progress import Progress, RoundStats
 from .summary import MULTILABEL_METRICS, summarize
 from .tensorboard import TensorBoardRows

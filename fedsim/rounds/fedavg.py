@@ -12,13 +12,13 @@ from partitions import feature_noise_levels
 
 from ..aggregate import accumulate, aggregation_weights
 from ..algorithms import round_algorithm
-from ..client import ClientUpdate, client_update, get_state, state_tensors
+from ..client.update import ClientUpdate, client_update, get_state, state_tensors
 from ..results.progress import RoundStats
 from ..schedule import holdout_of, model_bytes, sample_participants
 from .hooks import check_in_place, checked_tensors, checked_terms, checked_weight
 from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer
-from ..training import LocalTraining, loss_scaler
+from ..client.training import LocalTraining, loss_scaler
 
 
 class FedAvgRounds:
@@ -36,7 +36,7 @@ class FedAvgRounds:
     model : torch.nn.Module
         The one model object every client trains in turn.
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     partition : partitions.Partition
         One shard per client.
     """

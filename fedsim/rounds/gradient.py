@@ -20,14 +20,14 @@ from ..aggregate import (
     cosine_to_mean,
     loss_class_weights,
 )
-from ..client import state_tensors
+from ..client.update import state_tensors
 from ..comm.compression import check_in_process, simulate, wire_bytes
 from ..results.progress import RoundStats
 from ..schedule import RankSchedule, micro_batch_count, model_bytes
 from ..seeding import Stream, derive_seed, torch_generator
 from ..server import ServerOptimizer
 from ..comm.sync_batchnorm import check_sync_bn, sync_bn_bytes
-from ..training import (
+from ..client.training import (
     LocalGradient,
     local_gradient,
     seeded_global_rng,
@@ -44,7 +44,7 @@ class GradientRounds(GradientCheckpoint):
     model : torch.nn.Module
         Holds the global model; stepped in place.
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     partition : partitions.Partition
         One shard per rank.
     """

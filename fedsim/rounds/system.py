@@ -40,7 +40,7 @@ def stragglers(config, drawn: list[int], round_index: int) -> list[int]:
 
 
 def partial_work(config, training, client: int, round_index: int):
-    """Return a straggler's `fedsim.training.LocalTraining`: local epochs drawn uniformly from 1 to the run's
+    """Return a straggler's `fedsim.client.LocalTraining`: local epochs drawn uniformly from 1 to the run's
     (FedProx's experiments), or local steps from 1 to tau."""
     rng = np.random.default_rng(derive_seed(config.seed, Stream.STRAGGLERS, round_index, client))
     if training.local_steps is None:

@@ -5,7 +5,7 @@ import torch
 
 from fedsim.data import load_dataset
 from fedsim.models import create_model
-from fedsim.tasks import create_task
+from fedsim.client.tasks import create_task
 
 
 @pytest.fixture(scope="session")

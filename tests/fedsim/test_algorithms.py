@@ -13,7 +13,7 @@ from fedsim.algorithms.moon import representation_layer
 from fedsim.models import create_model, list_models
 from fedsim.schedule import sample_clients
 from fedsim.seeding import Stream, torch_generator
-from fedsim.training import training_batch
+from fedsim.client.training import training_batch
 
 from .numerics import EXACT
 

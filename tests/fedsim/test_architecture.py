@@ -67,7 +67,9 @@ ABOVE = {
     "fedsim.algorithms": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.results", "fedsim.comm"),
     "fedsim.comm": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.results", "fedsim.algorithms"),
     "fedsim.config": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.results", "fedsim.algorithms",
-                      "fedsim.comm", "fedsim.client", "fedsim.training"),
+                      "fedsim.comm", "fedsim.client"),
+    "fedsim.client": ("fedsim.algorithms", "fedsim.rounds", "fedsim.engines", "fedsim.results", "fedsim.comm",
+                      "fedsim.config", "fedsim.cli", "fedsim.comparison"),
     "fedsim.engines": ("fedsim.cli", "fedsim.comparison"),
 }
 

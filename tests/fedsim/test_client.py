@@ -6,9 +6,9 @@ from fedsim.algorithms import Proximal
 from fedsim.client import ClientUpdate, client_update, evaluate, get_state, set_state, state_tensors
 from fedsim.data import load_dataset, normalize
 from fedsim.models import create_model
-from fedsim.optim import OptimizerConfig
-from fedsim.tasks import create_task
-from fedsim.training import LocalTraining
+from fedsim.client.optim import OptimizerConfig
+from fedsim.client.tasks import create_task
+from fedsim.client.training import LocalTraining
 
 from .numerics import EXACT, relative_distance
 

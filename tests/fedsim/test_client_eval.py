@@ -15,7 +15,7 @@ from fedsim.engines.inprocess import run
 from fedsim.models import create_model
 from fedsim.results.client_eval import CLIENT_COLUMNS, client_statistics, evaluate_clients
 from fedsim.results.folder import read_rows
-from fedsim.tasks import create_task
+from fedsim.client.tasks import create_task
 
 # 5 clients of the digits under Dir(0.3), a quarter of each held back; float64 so that engines compare to 1e-10
 LOCAL = {"dataset": "digits", "model": "mlp", "num_partitions": 5, "partition": "dirichlet", "alpha": 0.3,
@@ -173,7 +173,7 @@ def test_personalized_evaluation_fine_tunes_each_client_from_the_global_model_an
     from fedsim.build import RunSetup
     from fedsim.client import client_update
     from fedsim.seeding import Stream, derive_seed
-    from fedsim.training import LocalTraining
+    from fedsim.client.training import LocalTraining
 
     config = RunConfig(**LOCAL, personalize_steps=3)
     personal = run(config, tmp_path / "ft")

@@ -210,7 +210,7 @@ def test_numpy_scalars_are_valid_settings_and_model_sizes():
 
 
 def test_micro_batches_reach_the_clients_and_may_not_outnumber_the_samples():
-    from fedsim.training import LocalTraining
+    from fedsim.client.training import LocalTraining
 
     assert LocalTraining.from_config(RunConfig(micro_batches=2)).micro_batches == 2
     with pytest.raises(ValueError, match="`micro_batches`=11 must be at most `batch_size`=10"):

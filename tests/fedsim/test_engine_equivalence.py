@@ -16,8 +16,8 @@ from fedsim.schedule import SampleGrid
 from fedsim.engines.inprocess.gradient import InProcessGradientRounds
 from fedsim.build import build_model
 from fedsim.schedule import sample_clients
-from fedsim.tasks import create_task
-from fedsim.training import training_batch
+from fedsim.client.tasks import create_task
+from fedsim.client.training import training_batch
 from partitions import Partition, dirichlet, iid
 
 from .numerics import EXACT, relative_distance

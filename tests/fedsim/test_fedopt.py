@@ -11,7 +11,7 @@ from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.schedule import sample_clients
 from fedsim.server import ServerOptimizer
-from fedsim.training import LocalTraining
+from fedsim.client.training import LocalTraining
 
 from .numerics import EXACT
 

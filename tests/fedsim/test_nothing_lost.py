@@ -12,7 +12,8 @@ import pytest
 
 from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.results.folder import MARKER, deferred_interrupt, read_rows
+from fedsim.interrupts import deferred_interrupt
+from fedsim.results.folder import MARKER, read_rows
 
 from .checkpoints import ENDLESS_ROUNDS, checkpoint_round, wait_for_checkpoint
 from .test_cli import fedsim

@@ -11,7 +11,7 @@ from fedsim.engines.inprocess import run
 from fedsim.engines.inprocess.fedavg import InProcessFedAvgRounds
 from fedsim.engines.inprocess.one_step import OneStepClients, _groups
 from fedsim.models import register_model
-from fedsim.optim import OptimizerConfig
+from fedsim.client.optim import OptimizerConfig
 
 from .numerics import EXACT, assert_rows_close, relative_distance
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from fedsim.optim import SGD, OptimizerConfig
+from fedsim.client.optim import SGD, OptimizerConfig
 
 SETTINGS = [
     {"momentum": 0.0, "weight_decay": 0.0},
@@ -99,7 +99,7 @@ def test_the_client_optimizer_builds_fedsim_sgd_and_torch_adam():
 
 def test_sgd_does_not_import_torch_dynamo():
     # the point of fedsim's SGD: torch.optim's optimizers import torch._dynamo, 1.2 s or more per process
-    code = ("import sys, torch; from fedsim.optim import SGD; p = torch.zeros(2, requires_grad=True); "
+    code = ("import sys, torch; from fedsim.client.optim import SGD; p = torch.zeros(2, requires_grad=True); "
             "p.grad = torch.ones(2); o = SGD([p], lr=0.1, momentum=0.9); o.step(); o.zero_grad(); o.state_dict(); "
             "print('torch._dynamo' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

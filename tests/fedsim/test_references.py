@@ -221,7 +221,7 @@ def test_a_users_model_on_fedsim_ddp_equals_in_process(user_folder):
 def test_load_model_rebuilds_a_runs_final_model_even_a_users_own(user_folder):
     from fedsim import compare, load_model
     from fedsim.client import evaluate
-    from fedsim.tasks import create_task
+    from fedsim.client.tasks import create_task
 
     config = RunConfig(dataset="digits", model="mypkg.nets:make_net", num_partitions=3, rounds=2, batch_size=20)
     results = compare(config, ["fedavg", "fedadam"], user_folder / "cmp", quiet=True)

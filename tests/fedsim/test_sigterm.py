@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from fedsim.engines.distributed.launch import rank_environment, stop
-from fedsim.interrupts import Terminated, stop_on_sigterm
+from fedsim.interrupts import Terminated, deferred_interrupt, stop_on_sigterm
 from fedsim.processes import descendants
-from fedsim.results.folder import deferred_interrupt, read_rows
+from fedsim.results.folder import read_rows
 
 TERMINATED = 143  # 128 + SIGTERM, as a shell reports a command that SIGTERM stopped
 DEADLINE_S = 300

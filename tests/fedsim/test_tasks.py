@@ -3,7 +3,7 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score, f1_score
 
-from fedsim.tasks import MultiLabel, SingleLabel, create_task, mean_average_precision
+from fedsim.client.tasks import MultiLabel, SingleLabel, create_task, mean_average_precision
 
 
 def test_single_label_metrics_and_per_sample_loss():

@@ -15,9 +15,9 @@ from fedsim.engines.inprocess.stacked_optim import stacked_optimizer
 from fedsim.engines.inprocess.stacked_scaler import StackedLossScaler
 from fedsim.engines.inprocess.vectorized import VectorizedClients, pad
 from fedsim.models import register_model
-from fedsim.optim import OptimizerConfig
+from fedsim.client.optim import OptimizerConfig
 from fedsim import training
-from fedsim.training import LocalTraining
+from fedsim.client.training import LocalTraining
 
 from .numerics import EXACT, assert_rows_close, relative_distance
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 from partitions import feature_noise_levels
 
 from ...aggregate import loss_class_weights
-from ...client import state_tensors
+from ...client.update import state_tensors
 from ...comm.compression import wire_bytes
 from ...comm.hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
 from ...results.progress import RoundStats
@@ -28,7 +28,7 @@ from ...schedule import RankSchedule, micro_batch_count, model_bytes
 from ...seeding import Stream, derive_seed, torch_generator
 from ...server import ServerOptimizer
 from ...comm.sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_bn_bytes
-from ...training import LocalGradient, batch_loss, seeded_global_rng
+from ...client.training import LocalGradient, batch_loss, seeded_global_rng
 from ...rounds.drive import GradientCheckpoint
 from .collectives import broadcast_object, broadcast_tensors
 from .launch import check_world_size
@@ -37,7 +37,7 @@ from .launch import check_world_size
 class RankBatches:
     """One rank's batch at each global step, read by a ``DataLoader`` through its `ShardSampler`.
 
-    The loader yields sample indices; `fedsim.training.batch_loss` turns them into the
+    The loader yields sample indices; `fedsim.client.training.batch_loss` turns them into the
     augmented batch, seeded by (seed, step, rank) as in the in-process engine.
     """
 
@@ -83,7 +83,7 @@ class DistributedGradientRounds(GradientCheckpoint):
     model : torch.nn.Module
         This rank's replica, on its device; wrapped in ``DistributedDataParallel`` here.
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     partition : partitions.Partition
         One shard per rank.
     ranks : fedsim.engines.distributed.launch.Ranks

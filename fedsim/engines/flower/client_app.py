@@ -19,7 +19,7 @@ from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from ...build import RunSetup
-from ...client import evaluate, state_tensors
+from ...client.update import evaluate, state_tensors
 from ...config.run_config import RunConfig
 from ...rounds.result import build_rounds
 from .records import buffer_names, extra_tensors, from_record, gradient_names, state_names, to_record

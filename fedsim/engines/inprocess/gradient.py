@@ -10,7 +10,7 @@ from ...results.progress import RoundStats
 from ...rounds.gradient import GradientRounds, note_ranks
 from ...schedule import micro_batch_count
 from ...seeding import Stream, derive_seed
-from ...training import autocast, seeded_global_rng, training_batch
+from ...client.training import autocast, seeded_global_rng, training_batch
 
 
 def forward_per_rank(model: torch.nn.Module) -> bool:

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ...client import local_batches, set_state, state_tensors
+from ...client.update import local_batches, set_state, state_tensors
 from ...results.progress import RoundStats
 from ...seeding import Stream, derive_seed, torch_generator
-from ...training import as_index_tensor, seeded_global_rng, training_batch
+from ...client.training import as_index_tensor, seeded_global_rng, training_batch
 from .gradient import forward_per_rank
 
 #: The most samples one fused forward takes (its activations stay a few hundred MB for the CNN); more go in several.

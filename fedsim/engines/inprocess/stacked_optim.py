@@ -7,7 +7,7 @@ decreasing step count), so that a finished client's parameters and state stop ch
 fp16 loss scaling a client may skip a step (`fedsim.engines.inprocess.stacked_scaler`): its rows
 are put back as they were, and Adam counts its steps, for the bias correction, per client.
 
-The arithmetic is that of fedsim's `fedsim.optim.SGD` (``torch.optim.SGD``'s) and of
+The arithmetic is that of fedsim's `fedsim.client.SGD` (``torch.optim.SGD``'s) and of
 ``torch.optim.Adam``/``AdamW``'s single-tensor step, operation for operation, on whole stacks.
 """
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from ...optim import OptimizerConfig
+from ...client.optim import OptimizerConfig
 from .stacked_scaler import restore_rows, saved_rows
 
-#: Adam's defaults in ``torch.optim.Adam``, which `fedsim.optim.OptimizerConfig` builds it with.
+#: Adam's defaults in ``torch.optim.Adam``, which `fedsim.client.OptimizerConfig` builds it with.
 ADAM_BETAS = (0.9, 0.999)
 ADAM_EPS = 1e-8
 
@@ -31,11 +31,11 @@ def stacked_optimizer(config: OptimizerConfig, stacks: list[torch.Tensor]):
 
 
 class StackedSGD:
-    """SGD with momentum, weight decay and Nesterov for a cohort: ``fedsim.optim.SGD``'s step on every client's row.
+    """SGD with momentum, weight decay and Nesterov for a cohort: ``fedsim.client.SGD``'s step on every client's row.
 
     Parameters
     ----------
-    config : fedsim.optim.OptimizerConfig
+    config : fedsim.client.OptimizerConfig
     stacks : list of Tensor
         The cohort's parameters, each of shape ``(clients, *parameter_shape)``.
     """
@@ -88,7 +88,7 @@ class StackedAdam:
 
     Parameters
     ----------
-    config : fedsim.optim.OptimizerConfig
+    config : fedsim.client.OptimizerConfig
         ``name`` "adam" or "adamw"; ``torch.optim``'s default betas and eps.
     stacks : list of Tensor
         The cohort's parameters, each of shape ``(clients, *parameter_shape)``.

@@ -48,11 +48,11 @@ from torch.func import functional_call, grad, vmap
 from torchvision.ops import StochasticDepth
 
 from ...algorithms.base import LocalTerms
-from ...client import local_batches, local_step_count
+from ...client.update import local_batches, local_step_count
 from ...data import normalize
 from ...results.progress import RoundStats
 from ...seeding import Stream, torch_generator
-from ...training import as_index_tensor, autocast, training_batch
+from ...client.training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
 from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .checks import check_integer
-from .data import normalize
-from .seeding import Stream, derive_seed, torch_generator
+from ..checks import check_integer
+from ..data import normalize
+from ..seeding import Stream, derive_seed, torch_generator
 from .training import LocalTraining, as_index_tensor, local_gradient, loss_scaler, seeded_global_rng
 
 
@@ -108,8 +108,8 @@ def client_update(
         In-memory dataset; the client reads ``data.train_images[indices]``.
     indices : array_like of int
         The client's sample indices (a partition's shard).
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
-    training : fedsim.training.LocalTraining
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
+    training : fedsim.client.LocalTraining
         Batch size, epochs or steps, optimizer, AMP, micro-batches.
     seed, round, client : int
         Name the random stream for shuffling, augmentation, noise and dropout.
@@ -135,7 +135,7 @@ def client_update(
     ClientUpdate
     """
     if not isinstance(training, LocalTraining):
-        raise TypeError(f"`training` must be a fedsim.training.LocalTraining, got {type(training).__name__}")
+        raise TypeError(f"`training` must be a fedsim.client.LocalTraining, got {type(training).__name__}")
     shard = as_index_tensor(indices, data.train_images.shape[0])
     if shard.numel() == 0:
         raise ValueError(f"client {client} has no samples: its `indices` are empty")
@@ -210,7 +210,7 @@ def evaluate(model: torch.nn.Module, state, data, *, task, batch_size: int = 256
     state : list of Tensor or None
         Loaded into ``model`` first when given.
     data : fedsim.data.Dataset
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     batch_size : int, default 256
         Evaluation batches of 256 images ran a quarter faster than batches of 1,000 on a 2-core
         CPU (the McMahan CNN on MNIST: the activations stay in cache).

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .checks import check_number
+from ..checks import check_number
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from .checks import check_choice, check_number
+from ..checks import check_choice, check_number
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 

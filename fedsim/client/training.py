@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .checks import check_integer
-from .data import add_feature_noise, augment, normalize
+from ..checks import check_integer
+from ..data import add_feature_noise, augment, normalize
 from .optim import OptimizerConfig
 
 
@@ -115,7 +115,7 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
     data : fedsim.data.Dataset
     indices : Tensor of int64
         The batch's sample indices.
-    task : fedsim.tasks.SingleLabel or fedsim.tasks.MultiLabel
+    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
     generator : torch.Generator
         Draws the batch's augmentation and feature noise.
     weight : float, optional
