@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fedsim.build import RunSetup
-from fedsim.client import local_batches, local_step_count
+from fedsim.client.update import local_batches, local_step_count
 from fedsim.config.run_config import RunConfig
 from fedsim.data import Dataset, register_dataset
 from fedsim.engines.inprocess import run
@@ -16,7 +16,7 @@ from fedsim.engines.inprocess.stacked_scaler import StackedLossScaler
 from fedsim.engines.inprocess.vectorized import VectorizedClients, pad
 from fedsim.models import register_model
 from fedsim.client.optim import OptimizerConfig
-from fedsim import training
+from fedsim.client import training
 from fedsim.client.training import LocalTraining
 
 from .numerics import EXACT, assert_rows_close, relative_distance
@@ -171,6 +171,20 @@ register_model("test-noise-mlp")(dropout_mlp(lambda p: GaussianNoise()))
 register_model("test-dropout2d-mlp")(dropout_mlp(torch.nn.Dropout1d))
 
 
+def test_a_draw_outside_dropout_is_found_by_one_forward_that_leaves_the_random_state_and_modes_as_they_were():
+    from fedsim.data import load_dataset
+    from fedsim.engines.inprocess.random_draws import random_draws_outside_dropout
+
+    data = load_dataset("digits")
+    noisy = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Dropout(0.5), GaussianNoise(), torch.nn.Linear(64, 10))
+    noisy.eval()
+    state = torch.random.get_rng_state()
+    assert random_draws_outside_dropout(noisy, data) == ["aten.randn_like"]
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert not any(module.training for module in noisy.modules())
+    assert random_draws_outside_dropout(torch.nn.Sequential(*list(noisy)[:2], noisy[3]), data) == []
+
+
 @pytest.mark.numerics
 def test_each_client_draws_its_dropout_masks_from_its_own_stream(tmp_path, cohorts):
     config = RunConfig(**{**BASE, "model": "test-dropout-mlp"})
@@ -183,7 +197,8 @@ def test_a_forward_that_draws_outside_dropout_falls_back_to_the_loop_or_is_refus
     # not fused: the one-step clients' fused forward would draw the noise from the unseeded global stream
     config = RunConfig(**{**BASE, "model": "test-noise-mlp", "vectorize": None, "fused": False})
     automatic = run(config)
-    assert automatic.summary["client_training"].startswith("loop: the model draws random numbers in its forward")
+    assert automatic.summary["client_training"].startswith(
+        "loop: the model draws random numbers in its forward outside nn.Dropout (aten.randn_like)")
     torch.testing.assert_close(automatic.global_state, run(looped(config)).global_state, rtol=0, atol=0)
     with pytest.raises(ValueError, match="`vectorize`=True: the model draws random numbers in its forward"):
         run(config.replace(vectorize=True), tmp_path / "asked")

@@ -31,8 +31,10 @@ floating-point sums (``vectorize=False`` runs the loop; the tests compare the tw
 
 Where it does not apply, the loop runs, and `vectorize_refusal` says why: BatchNorm (whose
 running statistics a forward updates in place), dropout other than ``nn.Dropout``'s elementwise
-masks, micro-batches, AMP through ``vmap`` (`VMAP_UNDER_AMP`), and client terms without a
-stacked form (a user's, or MOON's with a model's own ``representation`` method).
+masks, a random draw in the forward outside ``nn.Dropout`` (found by one forward before training,
+`fedsim.engines.inprocess.random_draws`), micro-batches, AMP through ``vmap`` (`VMAP_UNDER_AMP`),
+and client terms without a stacked form (a user's, or MOON's with a model's own ``representation``
+method).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ...results.progress import RoundStats
 from ...seeding import Stream, torch_generator
 from ...client.training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
+from .random_draws import random_draws_outside_dropout
 from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer
 from .stacked_scaler import StackedLossScaler
@@ -96,6 +99,9 @@ def vectorize_refusal(rounds) -> str | None:
                 "the elementwise masks of nn.Dropout for each client")
     if not rounds.algorithm.vectorizable:
         return f"{rounds.algorithm.name}'s client terms have no stacked form (`LocalTerms.stacked`)"
+    if draws := random_draws_outside_dropout(model, rounds.data):
+        return (f"the model draws random numbers in its forward outside nn.Dropout ({', '.join(draws)}), which no "
+                "client's own stream can draw")
     return None
 
 
@@ -176,12 +182,6 @@ class VectorizedClients:
         """Train one cohort, or return False where its clients are left to the loop (nothing of theirs added yet)."""
         try:
             return self._train_stacked(round_index, assignments, weighted_sum, stats)
-        except RuntimeError as error:
-            if "vmap: called random operation" not in str(error):
-                raise
-            # a random draw in the forward that is not nn.Dropout's (a user's layer): no client's own stream draws it
-            reason = ("the model draws random numbers in its forward outside nn.Dropout, which no client's own stream "
-                      "can draw")
         except LoopNeeded as error:
             reason = str(error)
         # this and every later cohort train in the loop
