@@ -6,11 +6,14 @@ PYTHON := $(VENV)/bin/python
 INSTALLED := $(VENV)/.fedsim-installed
 RESULTS ?= results
 PYTEST_ARGS ?=
-# The suite runs on this many worker processes (pytest-xdist). Most of its time is spent starting
-# processes and waiting on them (torchrun, Flower, Ray), which leaves a core idle: two workers
-# keep both of a 2-core machine busy. `make test TEST_WORKERS=0` runs it in one process.
+# The suite runs on this many worker processes (pytest-xdist), each with one torch thread. Most of
+# its time is spent starting processes and waiting on them (torchrun, Flower, Ray), which leaves a
+# core idle: two workers keep both of a 2-core machine busy. With torch's default two threads each,
+# they oversubscribed it and single tests ran 20 to 60 times slower (OpenMP's threads spin while
+# they wait). `TEST_WORKERS=0` runs the suite in one process with torch's default thread count.
 TEST_WORKERS ?= 2
-PYTEST := $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist worksteal
+WORKER_ENV := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
+PYTEST := env $(WORKER_ENV) $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The arithmetics the suite must hold under (DESIGN.md "Numerics"): ATen, MKL and oneDNN each pick their
 # kernels by CPU, and the thread count changes the order of sums. `make test-arithmetic ARITHMETIC=plain`
