@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config.run_config import SERVER_OPTIMIZERS
+from ..config.validation import SERVER_OPTIMIZERS
 from ..client.optim import OneGroupOptimizer
 
 

@@ -13,8 +13,9 @@ import re
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from ..config.run_config import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, SERVER_OPTIMIZERS, UNEVEN_MODES, WEIGHT_RULES,
-                     RunConfig)
+from ..config.run_config import RunConfig
+from ..config.validation import (COMPRESSIONS, DEVICES, DTYPES, DYNAMIC_RULES, SERVER_OPTIMIZERS, UNEVEN_MODES,
+                                 WEIGHT_RULES)
 from ..config.partitioning import SCHEMES
 from ..config.strategies import list_strategies
 from ..references import did_you_mean, is_reference

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from ..config.run_config import COMPRESSIONS
+from ..config.validation import COMPRESSIONS
 
 __all__ = ["COMPRESSIONS", "check_in_process", "dequantize_mean", "int8_scale", "quantize_int8", "simulate", "wire_bytes"]
 HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
 from ..checks import check_choice
-from .run_config import FIELD_NAMES, WEIGHT_RULES, RunConfig, setting_defaults
+from .run_config import FIELD_NAMES, RunConfig, setting_defaults
+from .validation import WEIGHT_RULES
 from .keys import field_values
 from .strategies import check_option_meant, check_strategy_names, get_strategy, rule_for, unread_message
 

@@ -4,27 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, fields
-from pathlib import Path
 
-from partitions.pathological import CLASS_ASSIGNMENT_MODES
-
-from ..checks import check_choice, check_integer, check_number
 from .keys import field_values
-from .client_evaluation import check_client_evaluation
-from .combinations import check_gradient_settings, check_server_optimizer, check_vectorize
-from .extras import check_tensorboard_installed
-from .ranges import NUMBER_RANGES, check_float32_scalars
-from .partitioning import CLASS_ASSIGNMENT_MODE, SCHEMES, check_scheme_settings
-from ..references import canonical, is_reference, split_format
-from .strategies import SETTINGS, check_algorithm_options, get_strategy, named_values, run_label, unread_message
-
-WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
-DYNAMIC_RULES = ("loss", "cosine")
-UNEVEN_MODES = ("join", "cycle")
-DEVICES = ("cpu", "cuda", "auto")
-DTYPES = ("float32", "float64")
-COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.comm.compression` says what each is
-SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")  # FedAvg's server step; `fedsim.algorithms.fedopt` says what each is
+from .partitioning import CLASS_ASSIGNMENT_MODE
+from .strategies import SETTINGS, get_strategy, run_label
+from .validation import check_settings, resolve_paths, resolve_strategy
 
 
 @dataclass(frozen=True)
@@ -255,82 +239,11 @@ class RunConfig:
     sync_bn: bool = False
 
     def __post_init__(self):
-        for name in ("strategy", "model", "dataset"):  # a file's path absolute: every process finds the same file
-            if is_reference(getattr(self, name)) or (name == "dataset" and split_format(self.dataset)):
-                object.__setattr__(self, name, canonical(getattr(self, name), name))
-        strategy = get_strategy(self.strategy)
-        if strategy.named_settings:  # fedadam and the like: fedavg with their settings
-            for name, value in named_values(strategy, self, _FIELD_DEFAULTS).items():
-                object.__setattr__(self, name, value)
-            strategy = get_strategy(strategy.base)
-        object.__setattr__(self, "algorithm_options", check_algorithm_options(strategy, self.algorithm_options))
-        check_choice("partition", self.partition, SCHEMES)
-        if not isinstance(self.dataset_options, dict):
-            raise TypeError(f"`dataset_options` must be a table of option = value, got {self.dataset_options!r}")
-        check_choice("dynamic_rule", self.dynamic_rule, DYNAMIC_RULES)
-        check_choice("uneven", self.uneven, UNEVEN_MODES)
-        check_choice("compression", self.compression, COMPRESSIONS)
-        check_choice("server_optimizer", self.server_optimizer, SERVER_OPTIMIZERS)
-        check_choice("device", self.device, DEVICES)
-        check_choice("dtype", self.dtype, DTYPES)
-        check_choice("class_assignment_mode", self.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
-        for name in ("amp", "fused", "self_balancing", "download", "sync_bn"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"`{name}` must be true or false, got {getattr(self, name)!r}")
-        # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
-        integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
-                                         "checkpoint_every", "classes_per_partition", "shards_per_partition",
-                                         "max_tries", "powersgd_rank", "micro_batches", "vectorize_chunk")}
-        integers.update(seed=0, min_partition_size=0, **({} if self.local_steps is None else {"local_steps": 1}),
-                        **({} if self.eval_clients_every is None else {"eval_clients_every": 1}),
-                        **({} if self.personalize_steps is None else {"personalize_steps": 1}))
-        for name, minimum in integers.items():
-            object.__setattr__(self, name, check_integer(name, getattr(self, name), minimum=minimum))
-        for name, interval in NUMBER_RANGES.items():
-            if getattr(self, name) is not None or _FIELD_DEFAULTS[name] is not None:
-                object.__setattr__(self, name, check_number(name, getattr(self, name), **interval))
-        if self.dtype == "float32":
-            check_float32_scalars(self)
-        object.__setattr__(self, "weights", self.weights or strategy.weight_rules[0])
-        allowed = strategy.weight_rules
-        if self.weights not in allowed:
-            raise ValueError(
-                f"`weights`={self.weights!r} does not apply to `strategy`={self.strategy!r}; "
-                f"use one of {', '.join(allowed)}"
-                + ("" if self.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
-            )
-        if self.micro_batches > self.batch_size:
-            raise ValueError(f"`micro_batches`={self.micro_batches} must be at most `batch_size`={self.batch_size}: "
-                             "each micro-batch needs a sample")
-        if self.local_steps is not None and self.local_epochs != 1:
-            raise ValueError(f"`local_epochs`={self.local_epochs} does nothing when `local_steps`={self.local_steps} "
-                             "sets the local work; give one of the two")
-        check_client_evaluation(self, _FIELD_DEFAULTS, strategy.local_training)
-        check_vectorize(self, _FIELD_DEFAULTS)
-        if self.tensorboard is not None:  # absolute: a Flower ServerApp runs in another folder
-            check_tensorboard_installed()
-            object.__setattr__(self, "tensorboard", str(Path(self.tensorboard).expanduser().resolve()))
-        if self.amp and self.dtype == "float64":
-            raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
-                             "use one of the two")
-        if self.data_root is not None and not isinstance(self.data_root, str):
-            raise TypeError(f"`data_root` must be a folder path (text), got {self.data_root!r}")
-        for name, flag in (("root", "data_root"), ("download", "download"), ("seed", "seed")):
-            if name in self.dataset_options:
-                raise ValueError(f"`dataset_options` may not set {name!r}: it is the setting `{flag}`; "
-                                 f"set that instead")
-        if self.partition_file is not None:
-            if not isinstance(self.partition_file, str):
-                raise TypeError(f"`partition_file` must be a file path (text), got {self.partition_file!r}")
-            check_scheme_settings(None, self.to_dict(), _FIELD_DEFAULTS)
-        check_scheme_settings(self.partition, self.to_dict(), _FIELD_DEFAULTS)
-        defaults = setting_defaults()
-        for name, default in defaults.items():
-            value = getattr(self, name)
-            if value != default and not strategy.reads(name, self.weights):
-                raise ValueError(unread_message(name, value, {self.strategy: self.weights}, comparison=False))
-        check_server_optimizer(self, _FIELD_DEFAULTS)
-        check_gradient_settings(self)
+        # Three steps, each in `fedsim.config.validation`: file paths made absolute; a strategy that names
+        # its settings (fedadam) resolved to its base with them; then every value and combination checked.
+        resolve_paths(self)
+        strategy = resolve_strategy(self, _FIELD_DEFAULTS)
+        check_settings(self, strategy, _FIELD_DEFAULTS, setting_defaults())
 
     @property
     def label(self) -> str:

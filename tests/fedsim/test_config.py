@@ -13,7 +13,8 @@ import torch
 import partitions
 from fedsim import checks
 from fedsim.config.comparison import comparison_configs
-from fedsim.config.run_config import DTYPES, RunConfig
+from fedsim.config.run_config import RunConfig
+from fedsim.config.validation import DTYPES
 from fedsim.models import create_model
 from fedsim.config.partitioning import make_partition, partition_for
 from fedsim.config.strategies import SETTINGS, get_strategy, list_strategies
