@@ -28,7 +28,8 @@ UNEVEN_MODES = ("join", "cycle")
 DEVICES = ("cpu", "cuda", "auto")
 DTYPES = ("float32", "float64")
 COMPRESSIONS = ("none", "fp16", "bf16", "int8", "powersgd")  # `fedsim.comm.compression` says what each is
-SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")  # FedAvg's server step; `fedsim.algorithms.fedopt` says what each is
+#: FedAvg's server step; `fedsim.algorithms.fedopt` says what each is
+SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")
 
 
 def resolve_paths(config) -> None:

@@ -202,6 +202,10 @@ class FedAvgRounds:
     def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
         """Add up the sums of all processes (nothing to add in one process)."""
 
+    def run_notes(self) -> dict:
+        """Nothing here; an engine whose clients train in more than one way says which."""
+        return {}
+
     def state_dict(self) -> dict:
         """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
         state = {"server": self.server.state_dict(), "algorithm": self.algorithm.state_dict()}

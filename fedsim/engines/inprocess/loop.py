@@ -54,7 +54,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     else:
         rounds = ParallelFedAvgRounds(config, model, data, task, partition, workers)
     spill_folder = tempfile.TemporaryDirectory(prefix="fedsim-client-states-") if out is None else None
-    if hasattr(rounds, "algorithm"):  # clients' states beyond the budget go to disk, in the run folder
+    if rounds.algorithm is not None:  # clients' states beyond the budget go to disk, in the run folder
         folder = Path(out) / CLIENT_STATES if out is not None else spill_folder.name
         rounds.algorithm.spill_client_states(folder, int(config.client_state_memory * 2**20))
     try:
@@ -62,7 +62,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
                             quiet=quiet)
         restore(rounds, recorder.start())
         summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds),
-                                                  config, getattr(rounds, "algorithm", None)))
+                                                  config, rounds.algorithm))
     finally:
         if workers > 1:
             rounds.close()
