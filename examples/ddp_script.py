@@ -36,4 +36,6 @@ for epoch in range(3):
             optimizer.step()
     if rank == 0:
         print(f"epoch {epoch}: shards {partition.sizes.tolist()}, rank 0's last batch loss {loss.item():.3f}")
+dist.barrier()  # no rank closes its connections while another still uses them
+del model, optimizer  # DDP's reducer holds the process group: free it now, not as the interpreter shuts down
 dist.destroy_process_group()
