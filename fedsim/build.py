@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import torch
 
 from .models import create_model
-from .references import is_reference, split_format
 from .config.partitioning import partition_for
 from .seeding import Stream, derive_seed
 from .client.tasks import create_task
@@ -34,29 +33,6 @@ class RunSetup:
         if partition is None:
             partition = partition_for(config, data.train_labels.numpy(), data.train_client_ids)
         return cls(data, task, partition, build_model(config, data, device))
-
-
-def check_reaches_other_processes(config, engine: str) -> None:
-    """Refuse a model or dataset registered in this process only, on ``engine``, whose processes would not know it.
-
-    A name registered from the user's own code (``register_model`` in a script or a notebook)
-    exists in the process that ran the registration; torchrun's ranks and Flower's nodes import
-    fedsim, not that code. The way to reach them is a reference, which every process imports.
-    """
-    from .data.load import dataset_factory
-    from .models.factory import model_factory
-
-    for name, factory_of in (("model", model_factory), ("dataset", dataset_factory)):
-        value = getattr(config, name)
-        if is_reference(value) or split_format(value):
-            continue
-        factory = factory_of(value)
-        module = getattr(factory, "__module__", "") or ""
-        if module != "fedsim" and not module.startswith("fedsim."):
-            where = "path/to/your_file.py" if module == "__main__" else module
-            raise ValueError(f"`{name}`={value!r} is registered in this process only, and {engine} runs in "
-                             f"processes that never import {module!r}; name it by reference instead: "
-                             f"`{name}`='{where}:{getattr(factory, '__qualname__', '...')}'")
 
 
 def resolve_device(name: str) -> torch.device:

@@ -38,30 +38,5 @@ def round_algorithm(config, model, global_state) -> Algorithm:
     return algorithm
 
 
-def check_clients_shared_out(strategy: str, engine: str) -> None:
-    """Refuse on ``engine``, which shares a round's clients out among processes, what that would change.
-
-    A client's state would stay in whichever process trained it last; a combination that is not
-    a weighted sum cannot be made of the processes' partial sums. Both run on `fedsim run`.
-
-    Examples
-    --------
-    >>> check_clients_shared_out("fednova", "fedsim ddp")
-    >>> check_clients_shared_out("moon", "fedsim ddp")
-    Traceback (most recent call last):
-    ValueError: `strategy`='moon' keeps a state on each client between rounds, which fedsim ddp does not hold; run it with `fedsim run` (in-process)
-    """
-    if not get_strategy(strategy).local_training:
-        return
-    algorithm = algorithm_class(strategy)
-    if algorithm.stateful_clients:
-        raise ValueError(f"`strategy`={strategy!r} keeps a state on each client between rounds, which {engine} "
-                         "does not hold; run it with `fedsim run` (in-process)")
-    if not algorithm.linear:
-        raise ValueError(f"`strategy`={strategy!r} combines the round's models other than by a weighted sum (it "
-                         f"overrides `aggregate`), which {engine}'s partial sums cannot give; run it with `fedsim run` "
-                         "(in-process)")
-
-
 __all__ = ["Algorithm", "ClientStates", "FedNova", "FedProx", "LocalTerms", "Moon", "Option", "Proximal",
-           "Scaffold", "algorithm_class", "check_clients_shared_out", "round_algorithm"]
+           "Scaffold", "algorithm_class", "round_algorithm"]

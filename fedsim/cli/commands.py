@@ -1,4 +1,5 @@
-"""The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``flower``, ``partition``, ``datasets``, ``models``.
+"""The ``fedsim`` command line: ``run``, ``compare``, ``ddp``, ``flower``, ``partition``, ``datasets``, ``models``,
+``strategies``.
 
 Training flags are generated from `fedsim.config.RunConfig`'s fields (`fedsim.cli.flags`); the
 commands that start processes, ``ddp`` and ``flower``, are in `fedsim.cli.launch`.
@@ -142,6 +143,15 @@ def command_models(args) -> None:
     print("\n".join(list_models()))
 
 
+def command_strategies(args) -> None:
+    """Print which strategy runs on which engine, and why not where it does not (`fedsim.support`)."""
+    from ..config.strategies import check_strategy_names, list_strategies
+    from ..support import format_support_table, support_table
+
+    names = check_strategy_names([*list_strategies(), *args.references])
+    print(format_support_table(support_table(names), wording=flag_message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``fedsim`` argument parser."""
     from .launch import add_launch_commands
@@ -177,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default $FEDSIM_DATA or ~/.cache/fedsim/data)")
     datasets.set_defaults(handler=command_datasets)
     commands.add_parser("models", help="list the classifiers").set_defaults(handler=command_models)
+    strategies = commands.add_parser("strategies", help="which strategy runs on which engine, and why not")
+    strategies.add_argument("references", nargs="*", metavar="FILE.py:CLASS",
+                            help="your own methods, by reference, as more rows of the table")
+    strategies.set_defaults(handler=command_strategies)
     return parser
 
 

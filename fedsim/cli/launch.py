@@ -125,7 +125,7 @@ def command_flower_deploy(args) -> None:
     from ..results.folder import RunFolder
     from ..config.strategies import get_strategy
 
-    check_flower_config(config, resume=args.resume)
+    check_flower_config(config, resume=args.resume, deployment=True)
     check_timeout(args.timeout)
     supernodes = config.num_partitions if args.num_supernodes is None else args.num_supernodes
     if supernodes != config.num_partitions:

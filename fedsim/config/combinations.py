@@ -39,11 +39,3 @@ def check_vectorize(config, defaults: dict) -> None:
     if config.vectorize is False and config.vectorize_chunk != defaults["vectorize_chunk"]:
         raise ValueError(f"`vectorize_chunk`={config.vectorize_chunk} does nothing with `vectorize`=False (the loop "
                          "trains one client at a time); remove one of them")
-
-
-def check_clients_one_at_a_time(config, engine: str) -> None:
-    """Refuse ``vectorize``=True on ``engine``, whose processes (Flower's nodes, DDP's ranks) train one client at a time."""
-    if config.vectorize:
-        raise ValueError(f"`vectorize`=True trains a round's clients as cohorts in one process; {engine} trains each "
-                         "client alone in the process that serves it: leave `vectorize` out, or run it with "
-                         "`fedsim run` or `fedsim compare`")

@@ -71,6 +71,8 @@ ABOVE = {
     "fedsim.client": ("fedsim.algorithms", "fedsim.rounds", "fedsim.engines", "fedsim.results", "fedsim.comm",
                       "fedsim.config", "fedsim.cli", "fedsim.comparison"),
     "fedsim.engines": ("fedsim.cli", "fedsim.comparison"),
+    # the table of what runs where reads the methods' declarations and the settings; every engine asks it
+    "fedsim.support": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.comparison", "fedsim.results"),
 }
 
 

@@ -31,7 +31,6 @@ from ...comm.sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_b
 from ...client.training import LocalGradient, batch_loss, seeded_global_rng
 from ...rounds.drive import GradientCheckpoint
 from .collectives import broadcast_object, broadcast_tensors
-from .launch import check_world_size
 
 
 class RankBatches:
@@ -90,10 +89,6 @@ class DistributedGradientRounds(GradientCheckpoint):
     """
 
     def __init__(self, config, model, data, task, partition, ranks):
-        check_world_size(config, ranks.world_size)
-        if config.weights == "dynamic" and config.dynamic_rule == "cosine":
-            raise ValueError("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process "
-                             "only (`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
         self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
         self.sync_bytes = 0
         if config.sync_bn:

@@ -132,19 +132,15 @@ def stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
-def check_world_size(config, world_size: int) -> None:
-    """Refuse a number of processes the strategy cannot use: allreduce and reweighted need one shard per rank."""
-    from ...algorithms import check_clients_shared_out
-    from ...build import check_reaches_other_processes
-    from ...config.combinations import check_clients_one_at_a_time
-    from ...config.strategies import get_strategy
+def check_world_size(config, world_size: int, *, in_rank: bool = False) -> None:
+    """Refuse a number of processes below 1, or what fedsim ddp does not run (`fedsim.support`'s ``ddp`` column).
 
-    check_clients_shared_out(config.strategy, "fedsim ddp")
-    check_reaches_other_processes(config, "fedsim ddp")
-    check_clients_one_at_a_time(config, "fedsim ddp")
+    allreduce and reweighted need one shard per rank; a method whose clients keep a state, or
+    whose combination is not a weighted sum, cannot have its clients shared out among ranks.
+    ``in_rank``: asked by a rank (`fedsim.support.refusal`).
+    """
+    from ...support import check_runs_on
+
     if world_size < 1:
         raise ValueError(f"`--nproc` must be at least 1, got {world_size}")
-    if not get_strategy(config.strategy).local_training and config.num_partitions != world_size:
-        raise ValueError(f"`num_partitions`={config.num_partitions} must equal the number of processes "
-                         f"({world_size}) for `strategy`='{config.strategy}': one shard per rank; fedavg serves "
-                         "any number of clients")
+    check_runs_on(config, "ddp", nproc=world_size, in_rank=in_rank)

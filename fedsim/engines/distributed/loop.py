@@ -15,7 +15,7 @@ from ...rounds.drive import drive
 from .collectives import broadcast_object
 from .fedavg import DistributedFedAvgRounds
 from .gradient import DistributedGradientRounds
-from .launch import DEFAULT_TIMEOUT_S, start_process_group
+from .launch import DEFAULT_TIMEOUT_S, check_world_size, start_process_group
 
 
 def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s: float = DEFAULT_TIMEOUT_S) -> RunResult:
@@ -41,6 +41,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
     owns_group = not dist.is_initialized()
     ranks = start_process_group(config.device, timeout_s)
     try:
+        check_world_size(config, ranks.world_size, in_rank=True)
         if ranks.leader and out is not None:
             RunFolder(out).check(resume=resume)
         setup = RunSetup.build(config, device=ranks.device)

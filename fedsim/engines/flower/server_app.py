@@ -12,16 +12,14 @@ import time
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ...build import RunSetup, check_reaches_other_processes
+from ...build import RunSetup
 from ...references import UserCodeError
 from ...results.client_eval import Evaluation
 from ...results.outcome import record_user_code_error
-from ...config.combinations import check_clients_one_at_a_time
 from ...config.run_config import RunConfig
 from ...results.recorder import Recorder
 from ...results.folder import RunFolder
-from ...algorithms import algorithm_class
-from ...config.strategies import get_strategy
+from ...support import check_runs_on
 from ...rounds.fedavg import FedAvgRounds
 from ...rounds.result import build_rounds, evaluated_state, restore
 from .client_app import config_json
@@ -77,34 +75,12 @@ class FederatedServer:
         recorder.finish(rounds.global_state, extra={"lost_clients": lost})
 
 
-def check_flower_config(config: RunConfig, *, resume: bool = False) -> None:
+def check_flower_config(config: RunConfig, *, resume: bool = False, deployment: bool = False) -> None:
     """Refuse what the Flower engine does not run, naming the setting and where it runs.
 
-    allreduce and reweighted send each rank's full-precision gradient: gradient compression
-    (a DDP communication hook), SyncBatchNorm (a collective inside the forward) and AMP's loss
-    scaling (an optimizer state the clients would need every step) run on `fedsim run` and
-    `fedsim ddp` only. The state that SCAFFOLD's and MOON's clients keep between rounds lives on
-    their nodes for one Flower run, so such a run cannot be resumed (``resume``).
+    The rules are `fedsim.support`'s Flower columns (``deployment`` picks the deployment's).
     """
-    check_reaches_other_processes(config, "the Flower engine")
-    check_clients_one_at_a_time(config, "the Flower engine")
-    local = get_strategy(config.strategy).local_training
-    if local and config.local_test_fraction is not None and algorithm_class(config.strategy).has_personal_models():
-        raise ValueError(f"`strategy`={config.strategy!r} evaluates each client's own model, whose personal parts "
-                         "live on its Flower node, where the server cannot evaluate them; with "
-                         "`local_test_fraction` it runs in-process (`fedsim run`, `fedsim compare`)")
-    if resume and local and algorithm_class(config.strategy).stateful_clients:
-        raise ValueError(f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one "
-                         "Flower run, which a resumed run would start without; rerun it from the start in a "
-                         "new folder")
-    if local:
-        return
-    refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}
-    for name, is_set in refused.items():
-        if is_set:
-            value = getattr(config, name)
-            raise ValueError(f"the Flower engine runs `strategy`={config.strategy!r} with `{name}` unset; "
-                             f"`{name}`={value!r} runs on `fedsim run` and `fedsim ddp`")
+    check_runs_on(config, "flower-deployment" if deployment else "flower-simulation", resume=resume)
 
 
 def find_partitions(grid: Grid, config: RunConfig, timeout_s: float) -> dict[int, int]:

@@ -7,6 +7,7 @@ import torch
 
 from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
+from ...support import check_runs_on, cohorts_refused
 from .one_step import OneStepClients
 from .vectorized import VectorizedClients, automatic_refusal, vectorize_refusal
 
@@ -32,9 +33,11 @@ class InProcessFedAvgRounds(FedAvgRounds):
     def __init__(self, config, model, data, task, partition):
         super().__init__(config, model, data, task, partition)
         self.one_step = OneStepClients(self) if OneStepClients.applies(self) else None
+        if config.vectorize:  # what the method declares, before what its model decides
+            check_runs_on(config, "cohorts")
         self.loop_reason = "`vectorize`=False" if config.vectorize is False else vectorize_refusal(self)
         if config.vectorize and self.loop_reason:
-            raise ValueError(f"`vectorize`=True: {self.loop_reason}; leave `vectorize` out to run the loop")
+            raise ValueError(cohorts_refused(self.loop_reason))
         if config.vectorize is None and self.loop_reason is None:
             self.loop_reason = automatic_refusal(self)
         self.vectorized = None if self.loop_reason else VectorizedClients(self, config.vectorize_chunk)

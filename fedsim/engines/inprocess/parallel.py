@@ -26,8 +26,7 @@ import torch
 
 from ...interrupts import ignore_stop_signals
 from ...results.progress import RoundStats
-from ...algorithms import algorithm_class
-from ...config.strategies import get_strategy
+from ...support import check_runs_on
 from .fedavg import InProcessFedAvgRounds
 
 #: Seconds a worker has to exit once told to, before it is killed.
@@ -42,25 +41,14 @@ def check_workers(workers, config) -> None:
     """Refuse a ``--workers`` count that is not a whole number in 1..256, or that ``config`` cannot use.
 
     More than one worker needs a strategy that trains locally (fedavg, fednova), whose clients
-    keep no state between rounds, on the CPU (workers are forked processes).
+    keep no state between rounds, on the CPU (workers are forked processes): `fedsim.support`'s
+    ``workers`` column.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise ValueError(f"`workers` must be a whole number in 1..{MAX_WORKERS}, got {workers!r}")
     if workers == 1:
         return
-    if not get_strategy(config.strategy).local_training:
-        raise ValueError(f"`workers`={workers} trains FedAvg's clients in parallel; `strategy`={config.strategy!r} "
-                         "takes one step of every rank at a time: leave `workers` out (or run it with fedsim ddp)")
-    algorithm = algorithm_class(config.strategy)
-    if algorithm.stateful_clients:
-        raise ValueError(f"`strategy`={config.strategy!r} keeps a state on each client between rounds: leave "
-                         f"`workers` out (with `workers`={workers} a client trains in whichever process serves it)")
-    if not algorithm.linear:
-        raise ValueError(f"`strategy`={config.strategy!r} combines the round's models other than by a weighted sum "
-                         f"(it overrides `aggregate`), which the workers' partial sums cannot give: leave `workers` "
-                         "out")
-    if config.device != "cpu":
-        raise ValueError(f"`workers`={workers} forks CPU processes; with `device`={config.device!r} leave it out")
+    check_runs_on(config, "workers", workers=workers)
 
 
 @contextlib.contextmanager

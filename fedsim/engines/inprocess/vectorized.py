@@ -54,6 +54,7 @@ from ...client.update import local_batches, local_step_count
 from ...data import normalize
 from ...results.progress import RoundStats
 from ...seeding import Stream, torch_generator
+from ...support import no_stacked_form
 from ...client.training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
 from .random_draws import random_draws_outside_dropout
@@ -97,8 +98,8 @@ def vectorize_refusal(rounds) -> str | None:
     if other is not None:
         return (f"{type(other).__name__} drops whole channels or keeps a self-normalizing scale; a cohort draws "
                 "the elementwise masks of nn.Dropout for each client")
-    if not rounds.algorithm.vectorizable:
-        return f"{rounds.algorithm.name}'s client terms have no stacked form (`LocalTerms.stacked`)"
+    if not rounds.algorithm.vectorizable:  # the class's declaration, or the instance's for its model (MOON's)
+        return no_stacked_form(rounds.algorithm.name)
     if draws := random_draws_outside_dropout(model, rounds.data):
         return (f"the model draws random numbers in its forward outside nn.Dropout ({', '.join(draws)}), which no "
                 "client's own stream can draw")

@@ -1,0 +1,288 @@
+"""What runs where: one function says whether a method runs on an engine, and if not, why.
+
+Each engine, the command line and the grid ask `refusal` (or `check_runs_on`, which raises its
+answer) before they start anything, and ``fedsim strategies`` prints its answers for every
+method as a table (`support_table`). The answer is read from what a method's class declares
+(`fedsim.algorithms.Algorithm`: ``stateful_clients``, ``linear``, ``vectorizable``,
+`Algorithm.has_personal_models`), never from its name, and then from the run's settings:
+
+==================  ===================================================================================
+engine              refuses
+==================  ===================================================================================
+``inprocess``       nothing: every method and setting runs in `fedsim run`'s one process
+``workers``         gradient strategies, clients that keep a state, a combination that is not a
+                    weighted sum (each worker adds its share), and a device other than the CPU (fork)
+``cohorts``         gradient strategies, and client terms without a stacked form; what the model
+                    decides (BatchNorm, a random draw in its forward) is found once it is built
+                    (`fedsim.engines.inprocess.vectorized.vectorize_refusal`)
+``ddp``             as ``workers`` (each rank trains its share of the clients), a model or dataset
+                    registered in this process only, ``vectorize``, and a world size that is not the
+                    number of shards for the gradient strategies
+``flower-*``        a model or dataset registered in this process only, ``vectorize``, personal
+                    models evaluated on clients' held-out data, resuming clients' states that live
+                    on the nodes, and the gradient strategies' compression, SyncBatchNorm and AMP
+==================  ===================================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config.strategies import Strategy, get_strategy, list_strategies, unread_message
+from .references import is_reference, shown, split_format
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One place a method can run.
+
+    Attributes
+    ----------
+    column : str
+        Its heading in ``fedsim strategies``' table.
+    name : str
+        How its refusals name it.
+    """
+
+    column: str
+    name: str
+
+
+#: The engines, by the name `refusal` takes, in the table's order.
+ENGINES = {
+    "inprocess": Engine("in-process", "`fedsim run`"),
+    "workers": Engine("--workers", "`fedsim run --workers`"),
+    "cohorts": Engine("cohorts", "`fedsim run --vectorize`"),
+    "ddp": Engine("fedsim ddp", "fedsim ddp"),
+    "flower-simulation": Engine("Flower simulation", "the Flower engine"),
+    "flower-deployment": Engine("Flower deployment", "the Flower engine"),
+}
+#: The ``--workers`` count and ``--nproc`` the table asks about.
+TABLE_PROCESSES = 2
+
+
+def refusal(config, engine: str, *, workers: int = TABLE_PROCESSES, nproc: int | None = None,
+            resume: bool = False, in_rank: bool = False) -> str | None:
+    """Return why ``config`` cannot run on ``engine``, or ``None`` where it can.
+
+    Parameters
+    ----------
+    config : fedsim.config.RunConfig
+        The run; its strategy's class declares what the method needs.
+    engine : str
+        A key of `ENGINES`.
+    workers : int
+        The processes that share a round's clients out (``engine="workers"``).
+    nproc : int, optional
+        The ranks of ``fedsim ddp`` (``engine="ddp"``): the gradient strategies need one shard per rank.
+    resume : bool
+        Whether the run continues a folder (the Flower engine cannot resume clients' states).
+    in_rank : bool
+        Asked by a torchrun rank, not by the command that starts them: the user's script that
+        registered a model or dataset runs in every rank, so the names reach them.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"`engine`={engine!r} is not one of {', '.join(ENGINES)}")
+    strategy = get_strategy(config.strategy)
+    return (method_refusal(strategy, engine, workers=workers, name=config.strategy)
+            or settings_refusal(config, strategy, engine, workers=workers, nproc=nproc, resume=resume,
+                                in_rank=in_rank))
+
+
+def check_runs_on(config, engine: str, **where) -> None:
+    """Raise `refusal`'s answer as a ValueError, if there is one (``where``: `refusal`'s keywords)."""
+    reason = refusal(config, engine, **where)
+    if reason is not None:
+        raise ValueError(reason)
+
+
+def method_refusal(strategy: Strategy, engine: str, *, workers: int = TABLE_PROCESSES,
+                   name: str | None = None) -> str | None:
+    """Return why ``strategy``'s method cannot run on ``engine`` whatever the settings, from its class alone.
+
+    ``name`` is the strategy as the run gave it (a reference as written), for the message.
+    """
+    name = strategy.name if name is None else name
+    if not strategy.local_training:
+        if engine == "workers":
+            return (f"`workers`={workers} trains FedAvg's clients in parallel; `strategy`={name!r} takes one step "
+                    "of every rank at a time: leave `workers` out (or run it with fedsim ddp)")
+        if engine == "cohorts":
+            return unread_message("vectorize", True, {name: strategy.weight_rules[0]}, comparison=False)
+        return None
+    algorithm = algorithm_of(strategy)
+    if engine == "workers":
+        return shared_out_refusal(algorithm, name, held=": leave `workers` out (with `workers`="
+                                  f"{workers} a client trains in whichever process serves it)",
+                                  summed="the workers' partial sums cannot give: leave `workers` out")
+    if engine == "ddp":
+        way_out = "run it with `fedsim run` (in-process)"
+        return shared_out_refusal(algorithm, name, held=f", which fedsim ddp does not hold; {way_out}",
+                                  summed=f"fedsim ddp's partial sums cannot give; {way_out}")
+    if engine == "cohorts" and not algorithm.vectorizable:
+        return cohorts_refused(no_stacked_form(algorithm.name))
+    return None
+
+
+def no_stacked_form(name: str) -> str:
+    """Why method ``name``'s clients train in the loop: client terms without `LocalTerms.stacked`."""
+    return f"{name}'s client terms have no stacked form (`LocalTerms.stacked`)"
+
+
+def cohorts_refused(reason: str) -> str:
+    """Return the refusal of ``vectorize``=True where the clients cannot train as cohorts, for ``reason``."""
+    return f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop"
+
+
+def shared_out_refusal(algorithm, name: str, *, held: str, summed: str) -> str | None:
+    """Return why ``algorithm`` cannot have a round's clients shared out among processes, or ``None``.
+
+    A client's state would stay in whichever process trained it last (``held`` ends that
+    message); a combination that is not a weighted sum cannot be made of the processes' partial
+    sums (``summed`` ends that one).
+    """
+    if algorithm.stateful_clients:
+        return f"`strategy`={name!r} keeps a state on each client between rounds{held}"
+    if not algorithm.linear:
+        return (f"`strategy`={name!r} combines the round's models other than by a weighted sum (it overrides "
+                f"`aggregate`), which {summed}")
+    return None
+
+
+def settings_refusal(config, strategy: Strategy, engine: str, *, workers: int, nproc: int | None,
+                     resume: bool, in_rank: bool = False) -> str | None:
+    """Return why ``config``'s settings cannot run on ``engine``, once its method can (`method_refusal`)."""
+    if engine == "workers" and workers > 1 and config.device != "cpu":
+        return f"`workers`={workers} forks CPU processes; with `device`={config.device!r} leave it out"
+    if engine not in ("ddp", "flower-simulation", "flower-deployment"):
+        return None
+    where = ENGINES[engine].name
+    reason = (None if in_rank else registered_here(config, where)) or trains_alone_refusal(config, where)
+    if reason is not None:
+        return reason
+    if engine == "ddp":
+        if strategy.local_training:
+            return None
+        if nproc is not None and config.num_partitions != nproc:
+            return (f"`num_partitions`={config.num_partitions} must equal the number of processes ({nproc}) for "
+                    f"`strategy`='{config.strategy}': one shard per rank; fedavg serves any number of clients")
+        if config.weights == "dynamic" and config.dynamic_rule == "cosine":
+            return ("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process only "
+                    "(`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
+        return None
+    return flower_refusal(config, strategy, resume=resume)
+
+
+def flower_refusal(config, strategy: Strategy, *, resume: bool) -> str | None:
+    """Return why the Flower engine cannot run ``config``'s settings, or ``None``.
+
+    allreduce and reweighted send each rank's full-precision gradient: gradient compression
+    (a DDP communication hook), SyncBatchNorm (a collective inside the forward) and AMP's loss
+    scaling (an optimizer state the clients would need every step) run on `fedsim run` and
+    `fedsim ddp` only. The state that clients keep between rounds lives on their nodes for one
+    Flower run, so such a run cannot be resumed (``resume``).
+    """
+    if strategy.local_training:
+        algorithm = algorithm_of(strategy)
+        if config.local_test_fraction is not None and algorithm.has_personal_models():
+            return (f"`strategy`={config.strategy!r} evaluates each client's own model, whose personal parts live "
+                    "on its Flower node, where the server cannot evaluate them; with `local_test_fraction` it runs "
+                    "in-process (`fedsim run`, `fedsim compare`)")
+        if resume and algorithm.stateful_clients:
+            return (f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one Flower run, "
+                    "which a resumed run would start without; rerun it from the start in a new folder")
+        return None
+    refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}
+    for name, is_set in refused.items():
+        if is_set:
+            return (f"the Flower engine runs `strategy`={config.strategy!r} with `{name}` unset; "
+                    f"`{name}`={getattr(config, name)!r} runs on `fedsim run` and `fedsim ddp`")
+    return None
+
+
+def registered_here(config, where: str) -> str | None:
+    """Return why a model or dataset registered in this process only cannot reach ``where``'s processes, or ``None``.
+
+    A name registered from the user's own code (``register_model`` in a script or a notebook)
+    exists in the process that ran the registration; torchrun's ranks and Flower's nodes import
+    fedsim, not that code. The way to reach them is a reference, which every process imports.
+    """
+    from .data.load import dataset_factory
+    from .models.factory import model_factory
+
+    for name, factory_of in (("model", model_factory), ("dataset", dataset_factory)):
+        value = getattr(config, name)
+        if is_reference(value) or split_format(value):
+            continue
+        factory = factory_of(value)
+        module = getattr(factory, "__module__", "") or ""
+        if module != "fedsim" and not module.startswith("fedsim."):
+            source = "path/to/your_file.py" if module == "__main__" else module
+            return (f"`{name}`={value!r} is registered in this process only, and {where} runs in processes that "
+                    f"never import {module!r}; name it by reference instead: "
+                    f"`{name}`='{source}:{getattr(factory, '__qualname__', '...')}'")
+    return None
+
+
+def trains_alone_refusal(config, where: str) -> str | None:
+    """Return why ``vectorize``=True cannot run on ``where``, whose processes train one client at a time, or ``None``."""
+    if config.vectorize:
+        return (f"`vectorize`=True trains a round's clients as cohorts in one process; {where} trains each client "
+                "alone in the process that serves it: leave `vectorize` out, or run it with `fedsim run` or "
+                "`fedsim compare`")
+    return None
+
+
+def algorithm_of(strategy: Strategy):
+    """Return the algorithm class of a local-training ``strategy`` (the algorithms import torch: imported here)."""
+    from .algorithms import algorithm_class
+
+    return algorithm_class(strategy.base)  # fedprox, fedadam and the like are fedavg's round
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One method on one engine: ``reason`` is why it does not run there, ``None`` where it does."""
+
+    strategy: str
+    engine: str
+    reason: str | None
+
+
+def support_table(strategies=None) -> list[list[Cell]]:
+    """Return, for each strategy (the built-ins by default), a row of `Cell` over `ENGINES`, from its class alone."""
+    names = list_strategies() if strategies is None else list(strategies)
+    rows = []
+    for name in names:
+        strategy = get_strategy(name)
+        rows.append([Cell(name, engine, method_refusal(strategy, engine)) for engine in ENGINES])
+    return rows
+
+
+def format_support_table(rows: list[list[Cell]], wording=str) -> str:
+    """Return ``rows`` (`support_table`) as a text table, each "no" numbered and its reason listed under it.
+
+    ``wording`` rewrites each reason (the command line names flags rather than fields).
+    """
+    reasons: list[str] = []
+    lines = []
+    for row in rows:
+        cells = []
+        for cell in row:
+            if cell.reason is None:
+                cells.append("yes")
+                continue
+            if cell.reason not in reasons:
+                reasons.append(cell.reason)
+            cells.append(f"no ({reasons.index(cell.reason) + 1})")
+        lines.append([shown(row[0].strategy), *cells])
+    header = ["strategy", *(engine.column for engine in ENGINES.values())]
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
+    text = ["  ".join(word.ljust(width) for word, width in zip(line, widths)).rstrip() for line in [header, *lines]]
+    text.insert(1, "  ".join("-" * width for width in widths))
+    notes = [f"({number}) {wording(reason)}" for number, reason in enumerate(reasons, 1)]
+    settings = ("Settings can refuse more where a method runs: a model or dataset registered in this process only "
+                "(on fedsim ddp and Flower), cohorts on fedsim ddp and Flower, gradient compression, SyncBatchNorm "
+                "or AMP with allreduce and reweighted on Flower, resuming the clients' states on Flower. Each run "
+                "checks its own before it starts.")
+    return "\n".join([*text, "", *notes, "", settings])
