@@ -2,7 +2,8 @@
 
 The names a user starts from are here: `RunConfig` (a run's settings), `run` (one strategy in
 this process), `compare` (several on one partition), `read_rows` (a results file), `load_model`
-(a run's final model) and the algorithm API (`Algorithm`, `LocalTerms`, `Option`); they are
+(a run's final model) and the algorithm API (`Algorithm`, `LocalTerms`, `Option`, and the
+declared state `ServerState`, `RoundSum`, `ClientStates`); they are
 imported when first used, so that importing `fedsim` itself stays cheap (no torch). The rest is
 in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.client` (the client core: local
 training, the optimizers, the tasks), `fedsim.algorithms`, `fedsim.rounds` (what a round is),
@@ -24,6 +25,9 @@ _PUBLIC = {
     "Algorithm": "fedsim.algorithms.base",
     "LocalTerms": "fedsim.algorithms.base",
     "Option": "fedsim.algorithms.base",
+    "ServerState": "fedsim.algorithms.declared",
+    "RoundSum": "fedsim.algorithms.declared",
+    "ClientStates": "fedsim.algorithms.client_state",
 }
 
 __all__ = ["__version__", *_PUBLIC]

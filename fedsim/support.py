@@ -14,7 +14,7 @@ engine              refuses
                     weighted sum (each worker adds its share), and a device other than the CPU (fork)
 ``cohorts``         gradient strategies, and client terms without a stacked form; what the model
                     decides (BatchNorm, a random draw in its forward) is found once it is built
-                    (`fedsim.engines.inprocess.vectorized.vectorize_refusal`)
+                    (`fedsim.engines.inprocess.cohort_refusal.vectorize_refusal`)
 ``ddp``             as ``workers`` (each rank trains its share of the clients), a model or dataset
                     registered in this process only, ``vectorize``, and a world size that is not the
                     number of shards for the gradient strategies
@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config.strategies import Strategy, get_strategy, list_strategies, unread_message
+from .config.strategies import Strategy, get_strategy, list_strategies
+from .config.strategy_settings import unread_message
 from .references import is_reference, shown, split_format
 
 

@@ -26,7 +26,7 @@ class Median(Algorithm):
 
     name = "median"
 
-    def aggregate(self, models, weights, global_state):
+    def aggregate(self, models, weights, global_state, clients):
         count = len(models)
         return [(values[(count - 1) // 2] + values[count // 2]) / 2 for values in sorted_coordinates(models)]
 
@@ -55,7 +55,7 @@ class TrimmedMean(Algorithm):
     options = {"beta": Option(0.1, low=0.0, high=0.5, help="share of the largest, and of the smallest, values "
                                                            "dropped at each coordinate")}
 
-    def aggregate(self, models, weights, global_state):
+    def aggregate(self, models, weights, global_state, clients):
         count = len(models)
         dropped = trimmed_count(self.option("beta"), count)
         return [values[dropped : count - dropped].mean(dim=0) for values in sorted_coordinates(models)]

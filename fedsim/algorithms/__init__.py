@@ -4,15 +4,17 @@
 method: `FedProx` (``fedprox``), `Scaffold` (``scaffold``), `FedNova` (``fednova``), `Moon` (``moon``, with its
 contrastive loss), and a user's own, named by reference (``--strategy path/to/file.py:Name``).
 `LocalTerms` is what a method changes in a client's training, `Option` a setting it declares;
-``client_state`` keeps what a client holds between rounds; ``fedopt`` is FedOpt's server
-optimizers. `algorithm_class` returns the class of a strategy, whose declared capabilities the
-engines read; `round_algorithm` builds the algorithm of a config. These modules import the client
+`ServerState`, `RoundSum` and `ClientStates` (``declared``, ``client_state``) the tensors it
+keeps; ``fedopt`` is FedOpt's server optimizers. `algorithm_class` returns the class of a
+strategy, whose declared capabilities the engines read; `round_algorithm` builds the algorithm
+of a config. These modules import the client
 core and the config, never the rounds or an engine.
 """
 
 from ..config.strategies import get_strategy
 from .base import Algorithm, LocalTerms, Option
 from .client_state import ClientStates
+from .declared import RoundSum, ServerState, check_declared, client_store
 from .fedprox import FedProx, Proximal
 from .fednova import FedNova
 from .moon import Moon
@@ -32,11 +34,12 @@ def round_algorithm(config, model, global_state) -> Algorithm:
     if cls is Algorithm and config.mu > 0:  # fedavg with a proximal term
         cls = FedProx
     algorithm = cls(config, model, global_state)
-    if algorithm.client_states is not None and not cls.stateful_clients:
-        raise TypeError(f"{cls.__name__} keeps `client_states` but does not declare `stateful_clients` = True; "
+    check_declared(algorithm, global_state)
+    if client_store(algorithm) is not None and not cls.stateful_clients:
+        raise TypeError(f"{cls.__name__} keeps `ClientStates` but does not declare `stateful_clients` = True; "
                         "declare it, so that the engines that cannot hold a client's state refuse it")
     return algorithm
 
 
-__all__ = ["Algorithm", "ClientStates", "FedNova", "FedProx", "LocalTerms", "Moon", "Option", "Proximal",
-           "Scaffold", "algorithm_class", "round_algorithm"]
+__all__ = ["Algorithm", "ClientStates", "FedNova", "FedProx", "LocalTerms", "Moon", "Option", "Proximal", "RoundSum",
+           "Scaffold", "ServerState", "algorithm_class", "round_algorithm"]

@@ -13,13 +13,18 @@ hook                side    when it runs                                        
 `scale`             server  the weight of a trained model in the round's sum        FedNova's ``p_k / a_k``
 `aggregate`         server  the combination of the round's models (weighted mean)   a median (user code)
 `to_delta`          server  the combination turned into the server's delta          FedNova's ``tau_eff``
+`begin_round`       both    before a round (and on a Flower node, before a client)  (sums are zeroed for it)
 `end_round`         server  after the server step                                   SCAFFOLD's ``c``
+`personal_model`    client  the model a client evaluates as its own                 FedBN (user code)
 ==================  ======  ======================================================  ==========================
 
-What a client keeps between the rounds it takes part in is declared with
-``stateful_clients = True`` and held in ``self.client_states``
-(`fedsim.algorithms.client_state.ClientStates`): the in-process engine checkpoints it, Flower's
-nodes keep it in their ``Context.state``, and engines that cannot hold it refuse the method.
+A method's tensors are declared by the type of the attribute that holds them
+(`fedsim.algorithms.declared`): a `ServerState` (the server's, checkpointed; with
+``broadcast=True`` sent to every client each round), a `RoundSum` (a sum over the round's
+clients, zeroed as a round begins and added up over processes and Flower replies) and
+`ClientStates` (what a client keeps between its rounds, with ``stateful_clients = True``). Every
+engine carries them; a method writes no transport or checkpoint code, and one that keeps
+tensors in an undeclared attribute is refused when it is built.
 
 Capabilities are declared by the class, and every engine and acceleration reads them rather
 than a list of names:
@@ -41,20 +46,20 @@ A method's own settings are declared in ``options`` (name -> `Option`), set with
 ranges and read with ``self.option(name)``.
 
 Where clients run in other processes (Flower's nodes) the same class serves both sides: a
-client receives `Algorithm.broadcast` with the model, restores its state, runs `after_client`
-itself and replies `Algorithm.reply`, which the server adds with `Algorithm.add_reply`.
+node receives the broadcast state with the model and its client's state, runs `local_terms`
+and `after_client` itself, and replies with its round sums, which the server adds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 from dataclasses import dataclass
 
 import torch
 
 from ..checks import check_integer, check_number
-from .client_state import ClientStates
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,15 @@ class Option:
             return value
         return check_number(label, value, low=self.low, high=self.high, low_open=self.low_open,
                             high_closed=self.high_closed)
+
+
+def check_aggregate_signature(cls) -> None:
+    """Refuse a class whose `Algorithm.aggregate` does not take the round's ``clients`` after ``global_state``."""
+    try:
+        inspect.signature(cls.aggregate).bind(None, [], [], [], [])
+    except TypeError:
+        raise TypeError(f"{cls.__name__}.aggregate must take (models, weights, global_state, clients): `clients` "
+                        "holds each model's (client, shard size), in the order of the models") from None
 
 
 class LocalTerms:
@@ -204,7 +218,7 @@ class Algorithm:
 
     name: str = "fedavg"
     options: dict[str, Option] = {}
-    #: Clients keep a state between the rounds they take part in (``self.client_states``).
+    #: Clients keep a state between the rounds they take part in (a `ClientStates` attribute).
     stateful_clients: bool = False
     #: The combination is the weighted sum of the trained models (`aggregate` not overridden).
     linear: bool = True
@@ -216,17 +230,14 @@ class Algorithm:
     vectorizable: bool = True
     #: Bytes a client receives and sends besides the model, per round (SCAFFOLD's control variates).
     extra_bytes: int = 0
-    #: What each client keeps between the rounds it takes part in, if anything.
-    client_states: ClientStates | None = None
-    #: False on a server whose clients keep their states themselves (Flower's nodes): its
-    #: checkpoints lack them, and resuming one is refused rather than restarting every client.
-    holds_client_states: bool = True
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         if "name" not in cls.__dict__:
             cls.name = cls.__name__.lower()
         overrides_aggregate = cls.aggregate is not Algorithm.aggregate
+        if overrides_aggregate:
+            check_aggregate_signature(cls)
         if "linear" not in cls.__dict__:
             cls.linear = not overrides_aggregate
         elif cls.linear and overrides_aggregate:
@@ -256,24 +267,27 @@ class Algorithm:
         """Take note of ``client``'s ``trained`` tensors after ``num_steps`` local steps (its state, the round's sums).
 
         ``trained`` is read in place from the model every client trains in turn: copy what is kept.
+        Runs under ``torch.no_grad``, as `to_delta` does.
         """
 
     # ---- server side ---------------------------------------------------------------------------------------------
     def begin_round(self) -> None:
-        """Start a round's sums (server; on a Flower node, before each client)."""
+        """Start a round (server; on a Flower node, before each client), once its round sums are zero."""
 
     def scale(self, weight: float, num_steps: int) -> float:
         """Return the weight of a trained model in the round's combination, given its rule's weight and local steps."""
         return weight
 
-    def aggregate(self, models: list[list[torch.Tensor]], weights: list[float],
-                  global_state: list[torch.Tensor]) -> list[torch.Tensor]:
+    def aggregate(self, models: list[list[torch.Tensor]], weights: list[float], global_state: list[torch.Tensor],
+                  clients: list[tuple[int, int]]) -> list[torch.Tensor]:
         """Return the combination of the round's trained ``models`` (the weights sum to 1): their weighted sum.
 
-        Override it for a combination that is not linear (a median, a trimmed mean); the round
-        then keeps every trained model, in client order, until it ends. The combination holds one
-        tensor per tensor of ``global_state``, of its shape, dtype and device: the round checks
-        it, and ends a run whose method returns another with an error naming this hook.
+        Override it for a combination that is not linear (a median, a trimmed mean, a rule that
+        weighs clients by their record); the round then keeps every trained model until it ends.
+        ``clients`` holds each model's client and that client's shard size, in the order of
+        ``models`` (partition order). The combination holds one tensor per tensor of
+        ``global_state``, of its shape, dtype and device: the round checks it, and ends a run
+        whose method returns another with an error naming this hook.
         """
         combined = [torch.zeros_like(tensor) for tensor in global_state]
         for model, weight in zip(models, weights):
@@ -287,10 +301,6 @@ class Algorithm:
 
     def end_round(self) -> None:
         """Finish the round once the server has stepped (SCAFFOLD moves its ``c`` here)."""
-
-    def sums(self) -> list[torch.Tensor]:
-        """Return the round's sums besides the models that the processes of a multi-process engine add up."""
-        return []
 
     # ---- evaluation ----------------------------------------------------------------------------------------------
     def personal_model(self, client: int, global_state: list[torch.Tensor]) -> list[torch.Tensor] | None:
@@ -307,53 +317,3 @@ class Algorithm:
     def has_personal_models(cls) -> bool:
         """Whether the method gives its clients models of their own (it overrides `personal_model`)."""
         return cls.personal_model is not Algorithm.personal_model
-
-    # ---- state ---------------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict:
-        """Return what a checkpoint needs to continue the algorithm: the clients' states, if any."""
-        if self.client_states is None:
-            return {}
-        return {"client_states": self.client_states.state_dict() if self.holds_client_states else None}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        if self.client_states is None:
-            return
-        if state["client_states"] is None:
-            raise ValueError("this checkpoint was written by a server whose clients kept their states on their "
-                             "own nodes (a Flower run), so it cannot continue them; start a new run")
-        self.client_states.load_state_dict(state["client_states"])
-
-    def spill_client_states(self, folder, budget_bytes: int) -> None:
-        """Keep at most ``budget_bytes`` of the clients' states in memory and spill the rest to files in ``folder``.
-
-        The in-process engine calls it (``--client-state-memory``) for every
-        `fedsim.algorithms.client_state.ClientStates` the algorithm holds, sharing the budget.
-        """
-        stores = {name: value for name, value in vars(self).items() if isinstance(value, ClientStates)}
-        for name, store in stores.items():
-            store.spill_to(folder, name, budget_bytes // len(stores))
-
-    # ---- messages between a server and its clients in other processes ----------------------------------------------
-    def broadcast(self) -> list[torch.Tensor]:
-        """Return what the server sends every client with the global model."""
-        return []
-
-    def receive_broadcast(self, tensors: list[torch.Tensor]) -> None:
-        """On a client: take in the server's `broadcast`."""
-
-    def client_state(self, client: int) -> list[torch.Tensor] | None:
-        """Return the state ``client`` keeps between rounds, ``None`` if it has none."""
-        return None if self.client_states is None else self.client_states.get(client)
-
-    def set_client_state(self, client: int, tensors: list[torch.Tensor] | None) -> None:
-        """On a client: restore the state it kept (``None``: it has none yet)."""
-        if self.client_states is not None:
-            self.client_states.set(client, tensors)
-
-    def reply(self) -> list[torch.Tensor]:
-        """On a client, after `after_client`: its share of the round's sums, sent with its model."""
-        return []
-
-    def add_reply(self, tensors: list[torch.Tensor]) -> None:
-        """On the server: add a client's `reply` to the round's sums."""

@@ -95,14 +95,17 @@ class ClientStates:
         """Bytes one client's state takes."""
         return sum(self.numels) * torch.empty((), dtype=self.dtype).element_size()
 
-    def get(self, client: int) -> list[torch.Tensor] | None:
-        """Return ``client``'s tensors on the run's device (copies), or ``None`` if it has none yet."""
+    def get(self, client: int, *, zeros: bool = False) -> list[torch.Tensor] | None:
+        """Return ``client``'s tensors on the run's device (copies); for a client with none yet, ``None``, or
+        zeros of the state's shapes with ``zeros``."""
         flat = self._flat.get(client)
         if flat is not None:
             self._flat.move_to_end(client)
         elif client in self._rows:
             flat = self._log.read(self._rows[client], into=self._take_slot(client))
             self._hold(client, flat, dirty=False)
+        elif zeros:
+            return [torch.zeros(shape, dtype=self.dtype, device=self.device) for shape in self.shapes]
         else:
             return None
         # a copy: the slot may take another client's state while the caller still holds this one

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .base import Algorithm
+from .declared import RoundSum
 
 
 def normalized_steps(num_steps: int, momentum: float = 0.0) -> float:
@@ -42,25 +43,18 @@ class FedNova(Algorithm):
         super().__init__(config, model, global_state)
         self.momentum = config.momentum
         # sum_k p_k / a_k and tau_eff, in float64 whatever the run's dtype
-        self.totals = torch.zeros(2, dtype=torch.float64, device=global_state[0].device)
-
-    def begin_round(self) -> None:
-        """Zero the round's totals."""
-        self.totals.zero_()
+        self.totals = RoundSum([torch.zeros(2, dtype=torch.float64, device=global_state[0].device)])
 
     def scale(self, weight, num_steps) -> float:
         """Return ``p_k / a_k`` and add to the totals."""
         steps = normalized_steps(num_steps, self.momentum)
-        self.totals += torch.tensor([weight / steps, weight * steps], dtype=torch.float64, device=self.totals.device)
+        totals = self.totals[0]
+        totals += torch.tensor([weight / steps, weight * steps], dtype=torch.float64, device=totals.device)
         return weight / steps
-
-    def sums(self) -> list[torch.Tensor]:
-        """The two totals."""
-        return [self.totals]
 
     @torch.no_grad()
     def to_delta(self, weighted_sum, global_state) -> None:
         """``tau_eff * (sum_k (p_k / a_k) y_k - sum_k (p_k / a_k) x)``, in place."""
-        scale_total, tau_eff = self.totals.tolist()
+        scale_total, tau_eff = self.totals[0].tolist()
         torch._foreach_add_(weighted_sum, global_state, alpha=-scale_total)
         torch._foreach_mul_(weighted_sum, tau_eff)

@@ -7,6 +7,7 @@ import torch
 from ..config.partitioning import training_client_count
 from .base import Algorithm, LocalTerms
 from .client_state import ClientStates
+from .declared import RoundSum, ServerState
 
 
 class StepCorrection(LocalTerms):
@@ -60,14 +61,10 @@ class Scaffold(Algorithm):
         params = global_state[: self.num_params]
         # N, the clients the server's c averages over: those that train (held-out clients never do)
         self.lr, self.num_clients = config.lr, training_client_count(config)
-        self.server_control = [torch.zeros_like(param) for param in params]
-        self.client_states = ClientStates(params)
-        self.control_sum = [torch.zeros_like(param) for param in params]
+        self.server_control = ServerState(params, broadcast=True)  # c, sent to every client each round
+        self.client_states = ClientStates(params)  # c_k
+        self.control_sum = RoundSum(params)  # sum of the round's dc_k
         self.extra_bytes = self.client_states.bytes_per_client()
-
-    def begin_round(self) -> None:
-        """Zero the round's sum of control-variate changes."""
-        torch._foreach_zero_(self.control_sum)
 
     def local_terms(self, client, global_state) -> StepCorrection:
         """Return the correction ``c - c_k`` of each of ``client``'s steps."""
@@ -87,37 +84,7 @@ class Scaffold(Algorithm):
         self.client_states.put(client, change if own is None else torch._foreach_add(own, change))
         torch._foreach_add_(self.control_sum, change)
 
-    def sums(self) -> list[torch.Tensor]:
-        """The round's sum of control-variate changes."""
-        return self.control_sum
-
     @torch.no_grad()
     def end_round(self) -> None:
         """Move the server's control variate: ``c += sum(dc_k) / N``."""
         torch._foreach_add_(self.server_control, self.control_sum, alpha=1.0 / self.num_clients)
-
-    def state_dict(self) -> dict:
-        """The server's and every client's control variates."""
-        return {**super().state_dict(), "server_control": [control.clone() for control in self.server_control]}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore `state_dict` output."""
-        super().load_state_dict(state)
-        torch._foreach_copy_(self.server_control, state["server_control"])
-
-    def broadcast(self) -> list[torch.Tensor]:
-        """The server's control variate ``c``."""
-        return self.server_control
-
-    def receive_broadcast(self, tensors) -> None:
-        """Take in the server's ``c``."""
-        torch._foreach_copy_(self.server_control, tensors)
-
-    def reply(self) -> list[torch.Tensor]:
-        """The client's ``dc_k`` (the round's sum holds that client's alone)."""
-        return self.control_sum
-
-    @torch.no_grad()
-    def add_reply(self, tensors) -> None:
-        """Add a client's ``dc_k`` to the round's sum."""
-        torch._foreach_add_(self.control_sum, list(tensors))

@@ -9,7 +9,8 @@ from ..checks import check_choice
 from .run_config import FIELD_NAMES, RunConfig, setting_defaults
 from .validation import WEIGHT_RULES
 from .keys import field_values
-from .strategies import check_option_meant, check_strategy_names, get_strategy, rule_for, unread_message
+from .strategies import check_strategy_names, get_strategy, rule_for
+from .strategy_settings import check_option_meant, unread_message
 
 
 def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str = "settings") -> dict:

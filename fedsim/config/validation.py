@@ -20,7 +20,8 @@ from .combinations import check_gradient_settings, check_server_optimizer, check
 from .extras import check_tensorboard_installed
 from .partitioning import SCHEMES, check_scheme_settings
 from .ranges import NUMBER_RANGES, check_float32_scalars
-from .strategies import check_algorithm_options, get_strategy, named_values, unread_message
+from .strategies import get_strategy, named_values
+from .strategy_settings import check_algorithm_options, unread_message
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")

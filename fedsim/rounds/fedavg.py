@@ -11,14 +11,15 @@ import torch
 from partitions import feature_noise_levels
 
 from ..aggregate import accumulate, aggregation_weights
-from ..algorithms import round_algorithm
+from ..algorithms import declared, round_algorithm
 from ..client.update import ClientUpdate, client_update, get_state, state_tensors
 from ..results.progress import RoundStats
 from ..schedule import holdout_of, model_bytes, sample_participants
 from .hooks import check_in_place, checked_tensors, checked_terms, checked_weight
 from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer
-from ..client.training import LocalTraining, loss_scaler
+from ..client.loss_scale import RoundLossScale
+from ..client.training import LocalTraining
 
 
 class FedAvgRounds:
@@ -51,71 +52,86 @@ class FedAvgRounds:
         self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.algorithm = round_algorithm(config, model, self.global_state)
+        # False on a server whose clients keep their states themselves (Flower's nodes): its
+        # checkpoints lack them, and resuming one is refused rather than restarting every client
+        self.holds_client_states = True
         # what one client receives, and sends, in a round
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
-        self._kept: list[tuple[list[torch.Tensor], float]] = []  # a non-linear algorithm's models of the round
-        # fp16 AMP: the round's loss scale, where each client's own scaler starts (`client_scaler`)
-        self.scaler = loss_scaler(config.amp, self.global_state[0].device)
-        self._client_scales: list[tuple[float, int]] = []  # the round's clients' (scale, growth count) at their end
+        self._kept: list[tuple[int, list[torch.Tensor], float]] = []  # a non-linear method's (client, model, weight)
+        self.loss_scale = RoundLossScale(config.amp, self.global_state[0].device)  # fp16 AMP's, else inert
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
 
         A FedAvg round is the unit of work itself, so ``samples_before`` and ``target`` are unused.
         """
-        clients = self.sampled_clients(round_index)
-        stats = RoundStats(clients=len(clients))
-        if not clients:  # every sampled shard is empty, or every client dropped: nothing to average
-            self.note_system(stats, round_index)
-            return stats
-        weights = aggregation_weights(self.config.weights, self.sizes, clients)
-        # The weighted sum of the trained models, read in place from the shared model object;
-        # the algorithm turns it into the mean delta (FedAvg: minus the global model).
-        mean_delta = [torch.zeros_like(t) for t in self.global_state]
-        self.algorithm.begin_round()
-        self.train_clients(round_index, self.served(round_index, list(zip(clients, weights))), mean_delta, stats)
-        self.combine(mean_delta, stats)
-        self.settle_scale()
-        self.step_server(mean_delta, stats, len(clients))
+        assignments, weighted_sum, stats = self.open_round(self.sampled_clients(round_index))
+        if assignments:
+            self.train_clients(round_index, self.served(round_index, assignments), weighted_sum, stats)
+        return self.close_round(round_index, weighted_sum, stats)
+
+    def open_round(self, clients: list[int]) -> tuple[list[tuple[int, float]], list[torch.Tensor], RoundStats]:
+        """Open a round of ``clients`` (those that train and return, in partition order).
+
+        Returns
+        -------
+        assignments : list of (int, float)
+            Each client and its weight in the round (`fedsim.aggregate.aggregation_weights`).
+        weighted_sum : list of Tensor
+            Zeros, to which `hand_in` adds each client's weighted trained model.
+        stats : RoundStats
+            The round's counts, to which `hand_in` adds each client's.
+        """
+        if clients:
+            declared.begin_round(self.algorithm)
+        weights = aggregation_weights(self.config.weights, self.sizes, clients) if clients else []
+        weighted_sum = [torch.zeros_like(t) for t in self.global_state]
+        return list(zip(clients, weights)), weighted_sum, RoundStats(clients=len(clients))
+
+    def hand_in(self, weighted_sum: list[torch.Tensor], stats: RoundStats, client: int, weight: float,
+                trained: list[torch.Tensor], *, steps: int, samples: int, loss_sum: float,
+                reply: list[torch.Tensor] | None = None) -> None:
+        """Add one client's trained model to the round, whichever engine trained it and in whatever order.
+
+        Its counts (``steps``, ``samples`` trained on, their ``loss_sum``) go to ``stats``; its
+        model, weighted by the method's `scale`, to ``weighted_sum``
+        (or is kept whole for a method's own `aggregate`); the method's client hook runs on it
+        here, or, where the client ran that hook itself (a Flower node), its ``reply`` is added.
+        """
+        stats.add_client(samples, loss_sum, steps, f"client {client}")
+        self.add_trained(weighted_sum, client, trained, weight, steps)
+        if reply is None:
+            with torch.no_grad():
+                self.algorithm.after_client(client, self.global_state, trained, steps)
+        else:
+            declared.add_reply(self.algorithm, reply)
+
+    def close_round(self, round_index: int, weighted_sum: list[torch.Tensor], stats: RoundStats,
+                    sent: int | None = None) -> RoundStats:
+        """Close round ``round_index``: add up the processes' sums, step the server, count the bytes; return ``stats``.
+
+        ``sent`` is the number of clients sent the model, those that did not reply included (every
+        client of the round by default); the clients dropped by ``client_dropout`` are counted too.
+        """
+        if stats.clients:
+            self.combine(weighted_sum, stats)
+            self.loss_scale.settle()
+            self.step_server(weighted_sum)
+        stats.bytes_up = stats.clients * self.state_bytes
+        stats.bytes_down = (stats.clients if sent is None else sent) * self.state_bytes
         self.note_system(stats, round_index)
         return stats
 
     def train_clients(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
                       stats: RoundStats) -> None:
-        """Train the clients of the (client, weight) pairs in turn; add their scaled trained models to ``weighted_sum``."""
+        """Train the clients of the (client, weight) pairs in turn and hand each in (`hand_in`)."""
         trained = state_tensors(self.model)
         for client, weight in assignments:
             update = self.train_client(client, round_index)
-            stats.add_client(update.samples_processed, update.loss_sum, update.num_steps, f"client {client}")
-            self.add_trained(weighted_sum, trained, weight, update.num_steps)
-            self.algorithm.after_client(client, self.global_state, trained, update.num_steps)
+            self.hand_in(weighted_sum, stats, client, weight, trained, steps=update.num_steps,
+                         samples=update.samples_processed, loss_sum=update.loss_sum)
 
-    def client_scaler(self) -> torch.amp.GradScaler | None:
-        """Return a client's own fp16 loss scaler, at the round's scale (``None`` without fp16 AMP).
-
-        A client starts from the round's scale, as it would on a device of its own, and not from
-        the scale the previous client left: its training depends on no other client's, whichever
-        order or cohort trains it. Not from the initial scale either, whose first steps overflow.
-        """
-        if self.scaler is None:
-            return None
-        scaler = torch.amp.GradScaler(self.global_state[0].device.type)
-        scaler.load_state_dict(self.scaler.state_dict())
-        return scaler
-
-    def keep_scale(self, scale: float, growth_count: int) -> None:
-        """Note a client's loss scale, and its count of finite steps since the last change, at its end."""
-        self._client_scales.append((scale, growth_count))
-
-    def settle_scale(self) -> None:
-        """Start the next round from the smallest scale a client of this round ended with, the most cautious."""
-        if self._client_scales:
-            state = self.scaler.state_dict()
-            state["scale"], state["_growth_tracker"] = min(self._client_scales)
-            self.scaler.load_state_dict(state)
-            self._client_scales = []
-
-    def add_trained(self, weighted_sum: list[torch.Tensor], trained: list[torch.Tensor], weight: float,
+    def add_trained(self, weighted_sum: list[torch.Tensor], client: int, trained: list[torch.Tensor], weight: float,
                     num_steps: int) -> None:
         """Add a client's trained tensors to the round: to the running weighted sum, or a copy kept whole.
 
@@ -126,7 +142,7 @@ class FedAvgRounds:
         if self.algorithm.linear:
             accumulate(weighted_sum, trained, scale)
         else:
-            self._kept.append(([tensor.detach().clone() for tensor in trained], scale))
+            self._kept.append((client, [tensor.detach().clone() for tensor in trained], scale))
 
     def client_weight(self, weight: float, num_steps: int) -> float:
         """Return the weight of a client's trained model in the round's combination: the method's `scale`, checked."""
@@ -157,7 +173,9 @@ class FedAvgRounds:
         return partial_work(self.config, self.training, client, round_index)
 
     def note_system(self, stats: RoundStats, round_index: int) -> None:
-        """Count round ``round_index``'s dropped clients (sent the model, which never came back) and stragglers."""
+        """Count round ``round_index``'s dropped clients (sent the model, which never came back) and stragglers.
+
+        Their bytes add to those `close_round` counted."""
         dropped = self.dropped_clients(round_index)
         stats.dropped = len(dropped)
         stats.bytes_down += len(dropped) * self.state_bytes
@@ -165,33 +183,33 @@ class FedAvgRounds:
 
     def train_client(self, client: int, round_index: int) -> ClientUpdate:
         """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""
-        scaler = self.client_scaler()
+        scaler = self.loss_scale.for_client()
         update = client_update(
             self.model, self.global_state, self.data, self.partition.shard(client), task=self.task,
-            training=self.client_training(client, round_index), seed=self.config.seed, round=round_index, client=client, return_delta=False,
+            training=self.client_training(client, round_index), seed=self.config.seed, round=round_index,
+            client=client, return_delta=False,
             noise_sigma=float(self.noise[client]), scaler=scaler,
             terms=checked_terms(self.algorithm, self.algorithm.local_terms(client, self.global_state)),
         )
-        if scaler is not None:
-            state = scaler.state_dict()
-            self.keep_scale(state["scale"], state["_growth_tracker"])
+        self.loss_scale.keep_scaler(scaler)
         return update
 
-    def step_server(self, mean_state: list[torch.Tensor], stats: RoundStats, num_clients: int) -> None:
-        """Apply the server step to the weighted sum of ``num_clients`` trained models (overwritten).
+    def step_server(self, mean_state: list[torch.Tensor]) -> None:
+        """Apply the server step to the round's combination (the weighted sum of its models, overwritten).
 
         What the method's server hooks return is checked here (`fedsim.rounds.hooks`), so that a
         wrong one is named with its hook and file rather than failing in the server step.
         """
-        stats.bytes_down = stats.bytes_up = num_clients * self.state_bytes
         if not self.algorithm.linear:
             kept, self._kept = self._kept, []
-            combined = self.algorithm.aggregate([model for model, _ in kept], [scale for _, scale in kept],
-                                                self.global_state)
+            clients = [(client, int(self.sizes[client])) for client, _, _ in kept]
+            combined = self.algorithm.aggregate([model for _, model, _ in kept], [scale for _, _, scale in kept],
+                                                self.global_state, clients)
             with torch.no_grad():
                 torch._foreach_copy_(mean_state, checked_tensors(self.algorithm, "aggregate", combined,
                                                                  self.global_state))
-        check_in_place(self.algorithm, "to_delta", self.algorithm.to_delta(mean_state, self.global_state))
+        with torch.no_grad():
+            check_in_place(self.algorithm, "to_delta", self.algorithm.to_delta(mean_state, self.global_state))
         self.server.step_delta(mean_state)
         self.algorithm.end_round()
 
@@ -208,14 +226,14 @@ class FedAvgRounds:
 
     def state_dict(self) -> dict:
         """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
-        state = {"server": self.server.state_dict(), "algorithm": self.algorithm.state_dict()}
-        if self.scaler is not None:
-            state["scaler"] = self.scaler.state_dict()
+        state = {"server": self.server.state_dict(),
+                 "algorithm": declared.state_dict(self.algorithm, with_client_states=self.holds_client_states)}
+        if (scale := self.loss_scale.state_dict()) is not None:
+            state["scaler"] = scale
         return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
         self.server.load_state_dict(state["server"])
-        self.algorithm.load_state_dict(state["algorithm"])
-        if self.scaler is not None and "scaler" in state:
-            self.scaler.load_state_dict(state["scaler"])
+        declared.load_state_dict(self.algorithm, state["algorithm"])
+        self.loss_scale.load_state_dict(state.get("scaler"))

@@ -261,6 +261,6 @@ def test_a_checkpoint_without_the_clients_states_is_not_resumed():
     config = RunConfig(strategy="moon", dataset="digits", model="mlp", num_partitions=2)
     setup = RunSetup.build(config)
     server = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
-    server.algorithm.holds_client_states = False
+    server.holds_client_states = False
     with pytest.raises(ValueError, match="cannot continue them; start a new run"):
         FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition).load_state_dict(server.state_dict())

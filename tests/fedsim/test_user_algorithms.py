@@ -4,12 +4,14 @@ The examples are imported by reference, as a user names them (``path/to/file.py:
 from fedsim's package.
 """
 
+import ast
 from pathlib import Path
 
 import pytest
 import torch
 
 from fedsim.algorithms import algorithm_class
+from fedsim.algorithms.declared import check_declared
 from fedsim.build import RunSetup
 from fedsim.client import get_state
 from fedsim.config.run_config import RunConfig
@@ -70,6 +72,32 @@ def test_the_median_and_the_trimmed_mean_follow_yins_rules():
     assert run(trimmed).rows[-1]["strategy"] == "trimmed-mean"
 
 
+def test_aggregate_is_told_each_models_client_and_its_shard_size_in_the_order_of_the_models(monkeypatch):
+    median, told = algorithm_class(MEDIAN), []
+    combine = median.aggregate
+
+    def recorded(self, models, weights, global_state, clients):
+        told.append(clients)
+        for model, (client, _) in zip(models, clients):  # each model is its client's: trained from the same start
+            assert model is not None and isinstance(client, int)
+        return combine(self, models, weights, global_state, clients)
+
+    monkeypatch.setattr(median, "aggregate", recorded)
+    config = RunConfig(strategy=MEDIAN, **{**ROBUST, "rounds": 2})
+    run(config)
+    sizes = RunSetup.build(config).partition.sizes
+    expected = [[(int(client), int(sizes[client])) for client in sorted(sample_clients(5, 0.8, 0, r))]
+                for r in range(2)]
+    assert told == expected and all(size > 0 for clients in told for _, size in clients)
+
+
+def test_an_aggregate_that_does_not_take_the_rounds_clients_is_refused_when_the_class_is_made():
+    from fedsim.algorithms import Algorithm
+
+    with pytest.raises(TypeError, match=r"Old.aggregate must take \(models, weights, global_state, clients\)"):
+        type("Old", (Algorithm,), {"aggregate": lambda self, models, weights, global_state: global_state})
+
+
 @pytest.mark.parametrize("count, beta, dropped", [
     (100, 0.29, 29),  # 0.29 * 100 is 28.999999999999996 in floating point
     (180, 0.35, 63),  # 62.99999999999999
@@ -81,7 +109,8 @@ def test_the_trimmed_mean_drops_floor_beta_m_values_at_each_end_counted_exactly(
                                        torch.nn.Linear(1, 1, bias=False), [torch.zeros(1, 1, dtype=torch.float64)])
     order = torch.randperm(count, generator=torch.Generator().manual_seed(count))
     models = [[torch.full((1, 1), float(k * k), dtype=torch.float64)] for k in order.tolist()]
-    (combined,) = trimmed.aggregate(models, [1 / count] * count, [torch.zeros(1, 1, dtype=torch.float64)])
+    clients = [(client, 1) for client in range(count)]
+    (combined,) = trimmed.aggregate(models, [1 / count] * count, [torch.zeros(1, 1, dtype=torch.float64)], clients)
     kept = range(dropped, count - dropped)
     assert combined.item() == pytest.approx(sum(k * k for k in kept) / len(kept), rel=1e-12)
 
@@ -138,6 +167,54 @@ def test_capabilities_are_declared_by_the_class_and_read_by_the_engines():
         check_world_size(RunConfig(strategy=MEDIAN, num_partitions=2), 2)
     with pytest.raises(ValueError, match="keeps a state on each client.*fedsim ddp"):
         check_world_size(RunConfig(strategy=FEDDYN, num_partitions=2), 2)
+
+
+def code_lines(path: Path) -> list[str]:
+    """Return the lines of code of the Python file at ``path``: neither blank, a comment nor a docstring."""
+    source = path.read_text()
+    documented = {line for node in ast.walk(ast.parse(source))
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node)
+                  for line in range(node.body[0].lineno, node.body[0].end_lineno + 1)}
+    return [line for number, line in enumerate(source.splitlines(), 1)
+            if line.strip() and not line.strip().startswith("#") and number not in documented]
+
+
+def test_feddyn_declares_its_state_and_writes_no_transport_or_checkpoint_code():
+    lines = code_lines(Path(FEDDYN.split(":")[0]))
+    assert len(lines) <= 30
+    transport = ("def reply", "def add_reply", "def broadcast", "def state_dict", "def load_state_dict", "def sums")
+    assert not [line for line in lines if line.strip().startswith(transport)]
+
+
+FORGETFUL = """
+import torch
+from fedsim.algorithms import Algorithm
+
+
+class Forgetful(Algorithm):
+    \"\"\"Adds each client's change to a sum of its own, in a plain list: no engine would carry it.\"\"\"
+
+    def __init__(self, config, model, global_state):
+        super().__init__(config, model, global_state)
+        self.change_sum = [torch.zeros_like(tensor) for tensor in global_state]
+
+    def after_client(self, client, global_state, trained, num_steps):
+        torch._foreach_add_(self.change_sum, torch._foreach_sub(trained, global_state))
+"""
+
+
+def test_a_method_whose_clients_add_to_an_undeclared_sum_is_refused_naming_it(tmp_path):
+    (tmp_path / "forgetful.py").write_text(FORGETFUL)
+    config = RunConfig(strategy=f"{tmp_path / 'forgetful.py'}:Forgetful", dataset="digits", model="mlp")
+    with pytest.raises(TypeError, match=r"Forgetful.change_sum holds tensors .* declare it: a RoundSum"):
+        run(config)
+    # FedDyn's own sum, undeclared, is refused too; declared, it is carried
+    setup = RunSetup.build(RunConfig(strategy=FEDDYN, dataset="digits", model="mlp"))
+    feddyn = algorithm_class(FEDDYN)(RunConfig(strategy=FEDDYN), setup.model, get_state(setup.model))
+    check_declared(feddyn)
+    feddyn.change_sum = list(feddyn.change_sum)
+    with pytest.raises(TypeError, match=r"FedDyn.change_sum holds tensors"):
+        check_declared(feddyn)
 
 
 @pytest.mark.parametrize("options, message", [

@@ -26,22 +26,22 @@ METHODS = textwrap.dedent('''
     class Short(Algorithm):
         """Its combination lacks the last tensor."""
 
-        def aggregate(self, models, weights, global_state):
-            return super().aggregate(models, weights, global_state)[:-1]
+        def aggregate(self, models, weights, global_state, clients):
+            return super().aggregate(models, weights, global_state, clients)[:-1]
 
 
     class Single(Algorithm):
         """Its combination is float32 in a float64 run."""
 
-        def aggregate(self, models, weights, global_state):
-            return [tensor.float() for tensor in super().aggregate(models, weights, global_state)]
+        def aggregate(self, models, weights, global_state, clients):
+            return [tensor.float() for tensor in super().aggregate(models, weights, global_state, clients)]
 
 
     class Flat(Algorithm):
         """Its combination is flattened."""
 
-        def aggregate(self, models, weights, global_state):
-            return [tensor.flatten() for tensor in super().aggregate(models, weights, global_state)]
+        def aggregate(self, models, weights, global_state, clients):
+            return [tensor.flatten() for tensor in super().aggregate(models, weights, global_state, clients)]
 
 
     class NoWeight(Algorithm):

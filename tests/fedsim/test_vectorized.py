@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fedsim.build import RunSetup
+from fedsim.client.loss_scale import RoundLossScale
 from fedsim.client.update import local_batches, local_step_count
 from fedsim.config.run_config import RunConfig
 from fedsim.data import Dataset, register_dataset
@@ -307,7 +308,7 @@ FORCED_OVERFLOW = {"init_scale": 2.0**24, "backoff_factor": 2.0**-16, "growth_in
 
 def force_first_overflow(rounds: InProcessFedAvgRounds) -> InProcessFedAvgRounds:
     """Give ``rounds`` a round scale at which every client's first step overflows and no later step does."""
-    rounds.scaler = torch.amp.GradScaler("cpu", **FORCED_OVERFLOW)
+    rounds.loss_scale.scaler = torch.amp.GradScaler("cpu", **FORCED_OVERFLOW)
     return rounds
 
 
@@ -330,19 +331,19 @@ def test_under_amp_cohorts_train_as_the_loop_skipped_steps_included(amp_precisio
     assert relative_distance(cohort.global_state, loop.global_state) < 0.5 * amp_effect
     if amp_precision == "fp16":  # one back-off from the first scale, no growth: the rule's scale, a power of two
         expected = FORCED_OVERFLOW["init_scale"] * FORCED_OVERFLOW["backoff_factor"]
-        assert cohort.scaler.get_scale() == expected and loop.scaler.get_scale() == expected
+        assert cohort.loss_scale.scaler.get_scale() == expected and loop.loss_scale.scaler.get_scale() == expected
 
 
 def test_the_next_round_starts_from_the_smallest_scale_a_client_ended_with():
-    rounds = InProcessFedAvgRounds.__new__(InProcessFedAvgRounds)
-    rounds.scaler, rounds._client_scales = torch.amp.GradScaler("cpu", init_scale=2.0**12), []
-    rounds.keep_scale(2.0**10, 3)
-    rounds.keep_scale(2.0**8, 1)
-    rounds.keep_scale(2.0**11, 0)
-    rounds.settle_scale()
-    assert rounds.scaler.get_scale() == 2.0**8 and rounds.scaler.state_dict()["_growth_tracker"] == 1
-    rounds.settle_scale()  # no client this round: the scale stays
-    assert rounds.scaler.get_scale() == 2.0**8
+    scale = RoundLossScale(False, torch.device("cpu"))
+    scale.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**12)
+    scale.keep(2.0**10, 3)
+    scale.keep(2.0**8, 1)
+    scale.keep(2.0**11, 0)
+    scale.settle()
+    assert scale.scaler.get_scale() == 2.0**8 and scale.scaler.state_dict()["_growth_tracker"] == 1
+    scale.settle()  # no client this round: the scale stays
+    assert scale.scaler.get_scale() == 2.0**8
 
 
 def test_a_client_starts_from_the_rounds_scale_whatever_the_client_before_it_met(monkeypatch):
@@ -352,15 +353,15 @@ def test_a_client_starts_from_the_rounds_scale_whatever_the_client_before_it_met
                        vectorize=False)
     rounds = force_first_overflow(fedavg_rounds(config))
     starts, ends = [], []
-    client_scaler = rounds.client_scaler
+    for_client = rounds.loss_scale.for_client
 
     def recorded():
-        scaler = client_scaler()
+        scaler = for_client()
         starts.append(scaler.get_scale())
         return scaler
 
-    monkeypatch.setattr(rounds, "client_scaler", recorded)
-    monkeypatch.setattr(rounds, "keep_scale", lambda scale, growth_count: ends.append(scale))
+    monkeypatch.setattr(rounds.loss_scale, "for_client", recorded)
+    monkeypatch.setattr(rounds.loss_scale, "keep", lambda scale, growth_count: ends.append(scale))
     rounds.train_round(0)
     backed_off = FORCED_OVERFLOW["init_scale"] * FORCED_OVERFLOW["backoff_factor"]
     assert len(starts) == 2 and starts == [FORCED_OVERFLOW["init_scale"]] * 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from ...algorithms import declared
 from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from .collectives import all_gather_object, all_reduce_sum
@@ -37,7 +38,8 @@ class DistributedFedAvgRounds(FedAvgRounds):
         """Sum the ranks' weighted models, the algorithm's sums and the counts (one all-reduce per dtype)."""
         counts = torch.tensor([stats.samples, stats.loss_sum, stats.steps], dtype=torch.float64,
                               device=self.ranks.device)
-        all_reduce_sum([*mean_delta, *self.algorithm.sums(), counts])
+        all_reduce_sum([*mean_delta, *declared.round_sums(self.algorithm), counts])
         stats.samples, stats.loss_sum, stats.steps = int(counts[0]), float(counts[1]), int(counts[2])
-        if self.scaler is not None:  # fp16 AMP: every rank's next round starts from the smallest scale of all clients
-            self._client_scales = [scale for scales in all_gather_object(self._client_scales) for scale in scales]
+        if self.loss_scale.scaler is not None:  # fp16 AMP: every rank's next round starts from the smallest of all
+            ends = all_gather_object(self.loss_scale.ends)
+            self.loss_scale.ends = [end for rank_ends in ends for end in rank_ends]

@@ -18,6 +18,7 @@ import torch
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from ...algorithms import declared
 from ...build import RunSetup
 from ...client.update import evaluate, state_tensors
 from ...config.run_config import RunConfig
@@ -70,16 +71,16 @@ class ClientWorker:
         rounds, algorithm = self.rounds, self.rounds.algorithm
         with torch.no_grad():
             torch._foreach_copy_(rounds.global_state, from_record(content["arrays"], self.names, rounds.global_state))
-        if broadcast := extra_tensors(content["arrays"]):
-            algorithm.receive_broadcast(broadcast)
+        declared.receive_broadcast(algorithm, extra_tensors(content["arrays"]))
         kept = node_state.get(CLIENT_STATE)
-        algorithm.set_client_state(client, None if kept is None else extra_tensors(kept))
-        algorithm.begin_round()
+        declared.set_client_state(algorithm, client, None if kept is None else extra_tensors(kept))
+        declared.begin_round(algorithm)
         update = rounds.train_client(client, round_index)
-        algorithm.after_client(client, rounds.global_state, self.trained, update.num_steps)
-        if (state := algorithm.client_state(client)) is not None:
+        with torch.no_grad():
+            algorithm.after_client(client, rounds.global_state, self.trained, update.num_steps)
+        if (state := declared.client_state(algorithm, client)) is not None:
             node_state[CLIENT_STATE] = to_record([], [], state)
-        records = {"arrays": to_record(self.names, self.trained, algorithm.reply())}
+        records = {"arrays": to_record(self.names, self.trained, declared.reply(algorithm))}
         counts = {"num-examples": len(rounds.partition.shard(client)), "partition-id": client,
                   "samples": update.samples_processed, "loss-sum": float(update.loss_sum), "steps": update.num_steps}
         return records, counts

@@ -52,7 +52,7 @@ class FederatedServer:
         setup = RunSetup.build(config)
         rounds = build_rounds(config, setup)
         if isinstance(rounds, FedAvgRounds):
-            rounds.algorithm.holds_client_states = False  # each node keeps its client's
+            rounds.holds_client_states = False  # each node keeps its client's
         nodes = find_partitions(grid, config, timeout_s)
         recorder = Recorder(config, setup.partition, out, multilabel=setup.task.multilabel, resume=resume,
                             quiet=True, grid=grid_from_entry(options["grid"]))

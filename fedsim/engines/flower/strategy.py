@@ -18,18 +18,34 @@ round per gradient step.
 
 from __future__ import annotations
 
+import logging
 import time
 
-import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from ...aggregate import aggregation_weights
+from ...algorithms import declared
 from ...results.client_eval import evaluate_round
 from ...results.progress import RoundStats
 from .client_app import config_json
 from .records import extra_tensors, from_record, to_record
+
+
+#: Flower's logger, where its own strategies log the replies that carry an error.
+FLOWER_LOGGER = logging.getLogger("flwr")
+
+
+def answered(replies) -> list[Message]:
+    """Return the replies that carry content; log each that carries an error instead, with its node, as Flower does."""
+    valid = []
+    for reply in replies:
+        if reply.has_error():
+            FLOWER_LOGGER.info("\t> Received error in reply from node %d: %s", reply.metadata.src_node_id,
+                               reply.error.reason)
+        else:
+            valid.append(reply)
+    return valid
 
 
 class FedsimStrategy(FedAvg):
@@ -88,8 +104,7 @@ class FedsimStrategy(FedAvg):
         The ``expected`` clients that did not reply (a lost SuperNode, a handler that raised)
         are noted as lost in fedsim round ``round_index``.
         """
-        valid, _ = self._check_and_log_replies(list(replies), is_train=True)
-        by_client = {int(reply.content["metrics"]["partition-id"]): reply.content for reply in valid}
+        by_client = {int(reply.content["metrics"]["partition-id"]): reply.content for reply in answered(replies)}
         lost = [client for client in expected if client not in by_client]
         if lost:  # a client lost at several steps of a round is named once
             self.lost[round_index] = sorted(set(self.lost.get(round_index, [])) | set(lost))
@@ -136,33 +151,26 @@ class SeededFedAvg(FedsimStrategy):
         config["server-round"] = server_round
         config["fedsim-round"] = round_index
         config["fedsim-config"] = config_json(self.rounds.config)
-        arrays = to_record(self.names, self.rounds.global_state, self.rounds.algorithm.broadcast())
+        arrays = to_record(self.names, self.rounds.global_state, declared.broadcast(self.rounds.algorithm))
         content = RecordDict({"arrays": arrays, "config": config})
         return self.messages(self._sampled, content, grid)
 
     def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
         """Weigh the trained models in partition-id order and apply the server step; note the clients lost."""
-        clients, by_client = self.replies_in_order(replies, self.round_index(server_round), self._sampled)
-        stats = self._stats = RoundStats(clients=len(clients))
-        if not clients:  # no client came back: the model stays
-            self.rounds.note_system(stats, self.round_index(server_round))
-            return None, None
-        rounds = self.rounds
-        weights = aggregation_weights(rounds.config.weights, rounds.sizes, clients)
-        mean_state = [torch.zeros_like(tensor) for tensor in rounds.global_state]
-        rounds.algorithm.begin_round()
-        for client, weight in zip(clients, weights):
+        round_index, rounds = self.round_index(server_round), self.rounds
+        clients, by_client = self.replies_in_order(replies, round_index, self._sampled)
+        assignments, weighted_sum, stats = rounds.open_round(clients)
+        for client, weight in assignments:
             content = by_client[client]
             counts = content["metrics"]
-            rounds.add_trained(mean_state, from_record(content["arrays"], self.names, rounds.global_state),
-                               float(weight), int(counts["steps"]))
-            if reply := extra_tensors(content["arrays"]):
-                rounds.algorithm.add_reply([tensor.to(rounds.global_state[0]) for tensor in reply])
-            stats.add_client(int(counts["samples"]), float(counts["loss-sum"]), int(counts["steps"]),
-                             f"client {client}")
-        rounds.step_server(mean_state, stats, len(clients))
-        stats.bytes_down = len(self._sent) * rounds.state_bytes  # a lost client was sent the model too
-        rounds.note_system(stats, self.round_index(server_round))  # and a dropped one (never sent it here)
+            # the node ran the method's client hook; what it sends back besides the model is its reply
+            rounds.hand_in(weighted_sum, stats, client, float(weight),
+                           from_record(content["arrays"], self.names, rounds.global_state), steps=int(counts["steps"]),
+                           samples=int(counts["samples"]), loss_sum=float(counts["loss-sum"]),
+                           reply=extra_tensors(content["arrays"]))
+        self._stats = rounds.close_round(round_index, weighted_sum, stats, sent=len(self._sent))
+        if not clients:  # no client came back: the model stays
+            return None, None
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})
 
     def evaluate_fn(self, server_round: int, arrays: ArrayRecord) -> MetricRecord | None:

@@ -10,7 +10,7 @@ and the dropout layers multiply by them during the vmapped forward. On the CPU t
 loop's, bit for bit.
 
 Only ``nn.Dropout`` (elementwise) is taken; the channel-wise and alpha variants are refused
-(`vectorize_refusal`).
+(`fedsim.engines.inprocess.cohort_refusal.vectorize_refusal`).
 """
 
 from __future__ import annotations

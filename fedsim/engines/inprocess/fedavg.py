@@ -9,7 +9,8 @@ from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from ...support import check_runs_on, cohorts_refused
 from .one_step import OneStepClients
-from .vectorized import VectorizedClients, automatic_refusal, vectorize_refusal
+from .cohort_refusal import automatic_refusal, vectorize_refusal
+from .vectorized import VectorizedClients
 
 
 class InProcessFedAvgRounds(FedAvgRounds):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ...algorithms import declared
 from ...build import RunSetup
 from ...results.client_eval import Evaluation
 from ...results.recorder import Recorder
@@ -56,7 +57,7 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     spill_folder = tempfile.TemporaryDirectory(prefix="fedsim-client-states-") if out is None else None
     if rounds.algorithm is not None:  # clients' states beyond the budget go to disk, in the run folder
         folder = Path(out) / CLIENT_STATES if out is not None else spill_folder.name
-        rounds.algorithm.spill_client_states(folder, int(config.client_state_memory * 2**20))
+        declared.spill_client_states(rounds.algorithm, folder, int(config.client_state_memory * 2**20))
     try:
         recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
                             quiet=quiet)

@@ -26,6 +26,7 @@ import torch
 
 from ...interrupts import ignore_stop_signals
 from ...results.progress import RoundStats
+from ...algorithms import declared
 from ...support import check_runs_on
 from .fedavg import InProcessFedAvgRounds
 
@@ -100,7 +101,7 @@ class ParallelFedAvgRounds(InProcessFedAvgRounds):
             samples, loss_sum, steps, sums, nonfinite = worker.receive()
             torch._foreach_add_(mean_delta, worker.buffer)
             if sums:
-                torch._foreach_add_(self.algorithm.sums(), sums)
+                torch._foreach_add_(declared.round_sums(self.algorithm), sums)
             stats.add_client(samples, loss_sum, steps)
             stats.note_nonfinite(loss_sum, nonfinite)
 
@@ -175,9 +176,9 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor], 
         try:
             torch._foreach_zero_(buffer)
             stats = RoundStats()
-            rounds.algorithm.begin_round()
+            declared.begin_round(rounds.algorithm)
             rounds.train_clients(round_index, assignments, buffer, stats)
-            sums = [tensor.clone() for tensor in rounds.algorithm.sums()]
+            sums = [tensor.clone() for tensor in declared.round_sums(rounds.algorithm)]
             connection.send((stats.samples, stats.loss_sum, stats.steps, sums, stats.nonfinite))
         except Exception as error:  # reported by the run's process, which stops
             connection.send(f"{type(error).__name__}: {error}")

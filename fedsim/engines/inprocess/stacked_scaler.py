@@ -1,12 +1,12 @@
 """fp16 loss scaling for a cohort: ``torch.amp.GradScaler``'s dynamic scale, one per client.
 
 In the loop each client trains with a ``GradScaler`` of its own that starts from the round's
-scale (`fedsim.rounds.fedavg.FedAvgRounds.client_scaler`). A cohort's clients do the same with one
+scale (`fedsim.client.loss_scale.RoundLossScale.for_client`). A cohort's clients do the same with one
 scale per row: a client's loss is multiplied by its scale and its gradients divided by it; a step
 with a non-finite gradient is skipped (the client's parameters and optimizer state do not change)
 and its scale multiplied by ``backoff_factor``; ``growth_interval`` finite steps in a row multiply
 it by ``growth_factor``. Each client's final scale goes back to the round
-(`fedsim.rounds.fedavg.FedAvgRounds.keep_scale`). Scales are powers of two, so scaling and
+(`fedsim.client.loss_scale.RoundLossScale.keep`). Scales are powers of two, so scaling and
 unscaling are exact.
 """
 

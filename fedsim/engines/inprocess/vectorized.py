@@ -29,7 +29,7 @@ stacked); `after_client` and the round's sums see each
 client's trained row as the loop's clients' models. The result equals the loop's up to the order of
 floating-point sums (``vectorize=False`` runs the loop; the tests compare the two in float64).
 
-Where it does not apply, the loop runs, and `vectorize_refusal` says why: BatchNorm (whose
+Where it does not apply, the loop runs, and `fedsim.engines.inprocess.cohort_refusal` says why: BatchNorm (whose
 running statistics a forward updates in place), dropout other than ``nn.Dropout``'s elementwise
 masks, a random draw in the forward outside ``nn.Dropout`` (found by one forward before training,
 `fedsim.engines.inprocess.random_draws`), micro-batches, AMP through ``vmap`` (`VMAP_UNDER_AMP`),
@@ -45,19 +45,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 from torch.func import functional_call, grad, vmap
-from torchvision.ops import StochasticDepth
 
 from ...algorithms.base import LocalTerms
 from ...client.update import local_batches, local_step_count
 from ...data import normalize
 from ...results.progress import RoundStats
 from ...seeding import Stream, torch_generator
-from ...support import no_stacked_form
 from ...client.training import as_index_tensor, autocast, training_batch
-from .cohort_dropout import ELEMENTWISE, CohortDropout, dropout_layers
-from .random_draws import random_draws_outside_dropout
+from .cohort_dropout import CohortDropout, dropout_layers
+from .cohort_refusal import VMAP_UNDER_AMP
 from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer
 from .stacked_scaler import StackedLossScaler
@@ -66,58 +63,8 @@ from .stacked_scaler import StackedLossScaler
 UNSTACKABLE = object()
 
 
-#: Why AMP cohorts are a plain multilayer perceptron's alone (`fedsim.engines.inprocess.stacked_mlp`).
-VMAP_UNDER_AMP = ("under AMP, torch.func's vmap(grad) does not compute the loop's mixed precision (on the CPU a "
-                  "cohort through vmap ended 3x farther from the loop than AMP's own effect); of the cohorts, only a "
-                  "plain multilayer perceptron's without a loss of its algorithm's runs under AMP")
-
-
 class LoopNeeded(Exception):
     """Raised at a cohort's first step by what only the loop computes as it should; the message says what."""
-
-
-def vectorize_refusal(rounds) -> str | None:
-    """Return why ``rounds``' clients cannot train as a cohort, or ``None`` where they can.
-
-    Parameters
-    ----------
-    rounds : fedsim.rounds.fedavg.FedAvgRounds
-        Whose model, local training and algorithm decide.
-    """
-    training, model = rounds.training, rounds.model
-    if training.amp and plain_layers(model) is None:
-        return VMAP_UNDER_AMP
-    if training.micro_batches > 1:
-        return ("`micro_batches` splits a step to save memory; a cohort's memory is bounded by `vectorize_chunk` "
-                "instead")
-    if any(isinstance(module, StochasticDepth) and module.p > 0 for module in model.modules()):
-        return "stochastic depth draws which blocks to skip from the global random stream, not from each client's own"
-    if any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules()):
-        return "BatchNorm updates its running statistics in place during the forward, which vmap cannot do per client"
-    other = next((layer for layer in dropout_layers(model) if type(layer) is not ELEMENTWISE), None)
-    if other is not None:
-        return (f"{type(other).__name__} drops whole channels or keeps a self-normalizing scale; a cohort draws "
-                "the elementwise masks of nn.Dropout for each client")
-    if not rounds.algorithm.vectorizable:  # the class's declaration, or the instance's for its model (MOON's)
-        return no_stacked_form(rounds.algorithm.name)
-    if draws := random_draws_outside_dropout(model, rounds.data):
-        return (f"the model draws random numbers in its forward outside nn.Dropout ({', '.join(draws)}), which no "
-                "client's own stream can draw")
-    return None
-
-
-def automatic_refusal(rounds) -> str | None:
-    """Return why ``vectorize`` left unset keeps the loop although the cohort would compute the same, or ``None``.
-
-    On the CPU, vmap runs a convolution with each client's own weights as one grouped
-    convolution, which is slower than the loop's convolutions (``benchmarks/vectorize_speed.py``:
-    the McMahan CNN at 0.7x to 1x); ``vectorize``=True runs it anyway.
-    """
-    on_cpu = next(rounds.model.parameters()).device.type == "cpu"
-    if on_cpu and any(isinstance(module, nn.modules.conv._ConvNd) for module in rounds.model.modules()):
-        return ("on the CPU a convolution with each client's own weights runs as a grouped convolution, slower than "
-                "the loop (`vectorize`=True runs it anyway)")
-    return None
 
 
 @dataclass
@@ -208,7 +155,8 @@ class VectorizedClients:
         stacks = [start.expand(len(cohort), *start.shape).clone() for start in global_params]
         trainable = [stack for stack, wanted in zip(stacks, self.trainable) if wanted]
         optimizer = stacked_optimizer(rounds.training.optimizer, trainable)
-        scaler = None if rounds.scaler is None else StackedLossScaler(rounds.scaler, len(cohort), stacks[0].device)
+        round_scale = rounds.loss_scale.scaler
+        scaler = None if round_scale is None else StackedLossScaler(round_scale, len(cohort), stacks[0].device)
         step_counts = [-member.steps for member in cohort]  # ascending, for bisect
         with contextlib.nullcontext() if terms is None else terms.training(rounds.model):
             for step in range(cohort[0].steps):
@@ -225,7 +173,7 @@ class VectorizedClients:
                               + optimizer.state_bytes())
         row_of = {position: row for row, position in enumerate(order)}
         for scale, growth_count in [] if scaler is None else scaler.final():
-            rounds.keep_scale(scale, growth_count)
+            rounds.loss_scale.keep(scale, growth_count)
         self._hand_in(members, [stacks_row(stacks, row_of[position]) for position in range(len(members))],
                       weighted_sum, stats)
         return True
@@ -359,10 +307,8 @@ class VectorizedClients:
         rounds = self.rounds
         buffers = rounds.global_state[len(self.names):]  # no BatchNorm: the floating buffers stay the global ones
         for member, row in zip(members, rows):
-            trained = [*row, *buffers]
-            stats.add_client(member.samples, member.loss_sum, member.steps, f"client {member.client}")
-            rounds.add_trained(weighted_sum, trained, member.weight, member.steps)
-            rounds.algorithm.after_client(member.client, rounds.global_state, trained, member.steps)
+            rounds.hand_in(weighted_sum, stats, member.client, member.weight, [*row, *buffers], steps=member.steps,
+                           samples=member.samples, loss_sum=member.loss_sum)
 
 
 def overrides(terms: LocalTerms, method: str) -> bool:
