@@ -31,6 +31,6 @@ if __name__ == "__main__":
     try:
         check(sys.argv[1:])
     except (ValueError, TypeError) as error:  # as `fedsim` words it: the flag at fault
-        from fedsim.cli.flags import flag_message
+        from fedsim.cli.flag_messages import flag_message
 
         sys.exit(f"fedsim: error: {flag_message(str(error))}")

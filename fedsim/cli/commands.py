@@ -27,8 +27,8 @@ import warnings
 from pathlib import Path
 
 from .. import __version__
-from .flags import (PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, add_verbose_flag,
-                        flag_message)
+from .flag_messages import flag_message
+from .flags import PARTITION_FIELDS, OneLineParser, add_config_flags, add_training_command, add_verbose_flag
 from ..config.comparison import comparison_configs
 from ..config.files import strategy_list
 from .settings import DEFAULT_STRATEGIES, config_from_args, prepare, settings_from_args

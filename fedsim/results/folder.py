@@ -23,9 +23,7 @@ files of their own beside runs (the benchmarks) use it too.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
-import math
 import os
 from pathlib import Path
 
@@ -38,6 +36,7 @@ from ..config.files import CODE_DIGESTS
 from ..provenance import ENVIRONMENT_KEY, environment
 from ..references import code_digests
 from .csv_tables import append_table, read_rows, write_table
+from .writing import finite_or_null, save_tensors
 
 MARKER = ".fedsim-run"
 # Settings a resumed run may change: they do not alter the training trajectory up to the checkpoint.
@@ -310,14 +309,6 @@ class RunFolder:
         save_tensors({"state": [t.detach().cpu() for t in state]}, self.path / "model.pt")
 
 
-def save_tensors(payload, path: Path) -> None:
-    """``torch.save`` atomically and durably: serialised in memory, then written as `write_atomic` writes."""
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, buffer.getvalue())
-
-
 def read_json(path) -> dict:
     """Read a JSON file of the run folder; a missing or damaged one is an error naming the file."""
     try:
@@ -334,22 +325,3 @@ def read_json(path) -> dict:
 def saved_settings(saved: dict) -> dict:
     """Return the settings of a ``config.json``'s contents: all but the environment it records."""
     return {key: value for key, value in saved.items() if key != ENVIRONMENT_KEY}
-
-
-def finite_or_null(value):
-    """Return ``value`` with every NaN or infinite float inside (dicts, lists) replaced by ``None``.
-
-    Python's ``json`` writes them as ``NaN`` and ``Infinity``, which other JSON readers reject.
-
-    Examples
-    --------
-    >>> finite_or_null({"a": float("nan"), "b": [1.0, float("inf")], "c": "x"})
-    {'a': None, 'b': [1.0, None], 'c': 'x'}
-    """
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {key: finite_or_null(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite_or_null(item) for item in value]
-    return value

@@ -15,7 +15,7 @@ import torch
 
 from ..interrupts import RunDiverged
 from ..references import UserCodeError
-from .recorder import divergence_advice
+from .divergence import divergence_advice
 from .folder import RunFolder, read_json, read_rows
 
 

@@ -18,6 +18,7 @@ import torch
 from ..interrupts import RunDiverged, RunInterrupted, deferred_interrupt, stop_signal
 from ..config.files import CODE_DIGESTS
 from .client_eval import CLIENTS_CSV_COLUMNS, PERSONAL_COLUMNS, round_statistics, warn_small_test_sets
+from .divergence import all_finite, divergence_advice
 from .folder import CLIENTS_CSV, RunFolder
 from .progress import Progress, RoundStats
 from .summary import MULTILABEL_METRICS, summarize
@@ -327,20 +328,6 @@ def extra_record(config, grid: SampleGrid | None) -> dict:
     if digests := code_digests(config):
         record[CODE_DIGESTS] = digests
     return record
-
-
-def all_finite(tensors) -> bool:
-    """Whether every floating-point tensor of ``tensors`` holds only finite values (one device sync in all)."""
-    floating = [t for t in tensors if t.is_floating_point()]
-    return not floating or bool(torch.stack([torch.isfinite(t).all() for t in floating]).all())
-
-
-def divergence_advice(config) -> str:
-    """Return which settings to lower after a divergence: the learning rate, and the server's when it is not 1."""
-    settings = [f"`lr` (now {config.lr:g})"]
-    if config.server_lr != 1.0 or config.server_optimizer != "sgd":
-        settings.append(f"`server_lr` (now {config.server_lr:g}, `server_optimizer` {config.server_optimizer})")
-    return f"lower {' or '.join(settings)} and start again in a new folder"
 
 
 def run_title(config, partition) -> str:

@@ -16,7 +16,8 @@ from fedsim.config.run_config import RunConfig
 from fedsim.rounds.result import build_rounds
 from fedsim.interrupts import DIVERGED, RunDiverged
 from fedsim.results.progress import RoundStats
-from fedsim.results.recorder import Recorder, all_finite
+from fedsim.results.divergence import all_finite
+from fedsim.results.recorder import Recorder
 from fedsim.results.folder import RunFolder, read_rows
 from fedsim.schedule import sample_clients
 from partitions import Partition

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fedsim.cli.commands import main
-from fedsim.cli.flags import flag_message
+from fedsim.cli.flag_messages import flag_message
 from fedsim.config.run_config import RunConfig
 from fedsim.config.strategies import get_strategy, list_strategies
 from fedsim.engines.distributed.launch import check_world_size
