@@ -16,8 +16,8 @@ engine              refuses
                     decides (BatchNorm, a random draw in its forward) is found once it is built
                     (`fedsim.engines.inprocess.cohort_refusal.vectorize_refusal`)
 ``ddp``             as ``workers`` (each rank trains its share of the clients), a model or dataset
-                    registered in this process only, ``vectorize``, and a world size that is not the
-                    number of shards for the gradient strategies
+                    registered in this process only, ``vectorize``, and for the gradient strategies
+                    a world size that is not the number of shards, and ``dynamic_rule='cosine'``
 ``flower-*``        a model or dataset registered in this process only, ``vectorize``, personal
                     models evaluated on clients' held-out data, resuming clients' states that live
                     on the nodes, and the gradient strategies' compression, SyncBatchNorm and AMP
