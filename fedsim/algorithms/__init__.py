@@ -7,8 +7,7 @@ contrastive loss), and a user's own, named by reference (``--strategy path/to/fi
 `ServerState`, `RoundSum` and `ClientStates` (``declared``, ``client_state``) the tensors it
 keeps; ``fedopt`` is FedOpt's server optimizers. `algorithm_class` returns the class of a
 strategy, whose declared capabilities the engines read; `round_algorithm` builds the algorithm
-of a config. These modules import the client
-core and the config, never the rounds or an engine.
+of a config. These modules import the client core and the config, never the rounds or an engine.
 """
 
 from ..config.strategies import get_strategy
