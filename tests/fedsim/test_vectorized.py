@@ -5,6 +5,8 @@ import dataclasses
 import pytest
 import torch
 
+from fedsim.algorithms import Algorithm
+from fedsim.algorithms.fedprox import Proximal
 from fedsim.build import RunSetup
 from fedsim.client.loss_scale import RoundLossScale
 from fedsim.client.update import local_batches, local_step_count
@@ -66,10 +68,9 @@ def cohorts(monkeypatch):
     sizes = []
     train_cohort = VectorizedClients._train_cohort
 
-    def counting(self, round_index, assignments, weighted_sum, stats):
-        trained = train_cohort(self, round_index, assignments, weighted_sum, stats)
-        sizes.append(len(assignments) if trained else 0)
-        return trained
+    def counting(self, members, order, terms, weighted_sum, stats):
+        train_cohort(self, members, order, terms, weighted_sum, stats)
+        sizes.append(len(members))
 
     monkeypatch.setattr(VectorizedClients, "_train_cohort", counting)
     return sizes
@@ -214,6 +215,27 @@ def test_a_cnn_runs_as_cohorts_when_asked_and_otherwise_in_the_loop(tmp_path):
     assert asked.summary["client_training"] == "vectorized, cohorts of up to 128 clients"
     assert asked.summary["vectorized_peak_mb"] > 0
     torch.testing.assert_close(asked.global_state, automatic.global_state, **EXACT)
+
+
+class ProxByParity(Algorithm):
+    """FedProx whose even clients have twice the odd ones' mu: a cohort of both has no common stacked form."""
+
+    vectorizable = True  # Proximal.stacked, for a cohort whose clients share one mu
+
+    def local_terms(self, client, global_state):
+        return Proximal(global_state[: self.num_params], 0.2 if client % 2 == 0 else 0.1)
+
+
+@pytest.mark.numerics
+def test_a_cohort_whose_terms_have_no_stacked_form_is_left_to_the_loop_before_it_trains(tmp_path, cohorts):
+    config = RunConfig(**{**BASE, "strategy": f"{__name__}:ProxByParity", "vectorize": None})
+    automatic = run(config)
+    assert cohorts == []  # no cohort began training
+    assert automatic.summary["client_training"] == ("loop: proxbyparity's client terms have no stacked form for "
+                                                    "this cohort (`LocalTerms.stacked`)")
+    torch.testing.assert_close(automatic.global_state, run(looped(config)).global_state, rtol=0, atol=0)
+    with pytest.raises(ValueError, match=r"`vectorize`=True: proxbyparity's client terms have no stacked form"):
+        run(config.replace(vectorize=True), tmp_path / "asked")
 
 
 @pytest.mark.numerics

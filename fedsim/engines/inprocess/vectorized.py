@@ -29,12 +29,13 @@ stacked); `after_client` and the round's sums see each
 client's trained row as the loop's clients' models. The result equals the loop's up to the order of
 floating-point sums (``vectorize=False`` runs the loop; the tests compare the two in float64).
 
-Where it does not apply, the loop runs, and `fedsim.engines.inprocess.cohort_refusal` says why: BatchNorm (whose
-running statistics a forward updates in place), dropout other than ``nn.Dropout``'s elementwise
-masks, a random draw in the forward outside ``nn.Dropout`` (found by one forward before training,
-`fedsim.engines.inprocess.random_draws`), micro-batches, AMP through ``vmap`` (`VMAP_UNDER_AMP`),
-and client terms without a stacked form (a user's, or MOON's with a model's own ``representation``
-method).
+Where it does not apply, the loop runs, decided before any client trains, and one reason says why: from the model
+and the method, before the first round (`fedsim.engines.inprocess.cohort_refusal`: BatchNorm, whose running
+statistics a forward updates in place; dropout other than ``nn.Dropout``'s elementwise masks; a random draw in the
+forward outside ``nn.Dropout``, found by one forward, `fedsim.engines.inprocess.random_draws`; micro-batches; AMP
+through ``vmap``), and from a cohort's client terms, before the cohort trains (`VectorizedClients.cohort_terms`:
+terms without a common stacked form, a user's or MOON's with a model's own ``representation`` method, or a loss per
+sample under AMP).
 """
 
 from __future__ import annotations
@@ -58,14 +59,6 @@ from .cohort_refusal import VMAP_UNDER_AMP
 from .stacked_mlp import plain_layers, stacked_forward
 from .stacked_optim import stacked_optimizer
 from .stacked_scaler import StackedLossScaler
-
-#: A cohort's client terms without a common stacked form: its clients train in the loop.
-UNSTACKABLE = object()
-
-
-class LoopNeeded(Exception):
-    """Raised at a cohort's first step by what only the loop computes as it should; the message says what."""
-
 
 @dataclass
 class CohortClient:
@@ -107,7 +100,7 @@ class VectorizedClients:
         self.plain = plain_layers(model)  # a plain multilayer perceptron: batched products, no vmap
         self.peak_bytes = 0
         self._terms = None  # the cohort's stacked client terms, which the vmapped loss reads
-        self.stopped: str | None = None  # why cohorts stopped at a first step and the loop trains the rest
+        self.left_to_loop: str | None = None  # why a cohort was left to the loop, decided before it trained
         self._gradients = vmap(grad(self._client_loss, has_aux=True))
 
     def train(self, round_index: int, assignments: list[tuple[int, float]], weighted_sum: list[torch.Tensor],
@@ -115,41 +108,57 @@ class VectorizedClients:
         """Train the (client, weight) pairs' clients; add their scaled trained models to ``weighted_sum``.
 
         Returns the pairs left to the loop: a lone client (a cohort of one gains nothing), and a cohort
-        whose client terms have no common stacked form.
+        that `cohort_terms` leaves to it, decided before the cohort trains.
         """
         left = []
         for start in range(0, len(assignments), self.chunk):
             cohort = assignments[start : start + self.chunk]
-            if len(cohort) == 1 or self.stopped is not None or \
-                    not self._train_cohort(round_index, cohort, weighted_sum, stats):
+            if len(cohort) == 1:
+                left.extend(cohort)
+                continue
+            members = [self._member(client, weight, round_index) for client, weight in cohort]
+            order = sorted(range(len(members)), key=lambda position: -members[position].steps)  # stable
+            terms, reason = self.cohort_terms([members[position].client for position in order])
+            if reason is None:
+                self._train_cohort(members, order, terms, weighted_sum, stats)
+            else:
+                self.leave_to_loop(reason)
                 left.extend(cohort)
         return left
 
-    def _train_cohort(self, round_index: int, assignments: list[tuple[int, float]],
-                      weighted_sum: list[torch.Tensor], stats: RoundStats) -> bool:
-        """Train one cohort, or return False where its clients are left to the loop (nothing of theirs added yet)."""
-        try:
-            return self._train_stacked(round_index, assignments, weighted_sum, stats)
-        except LoopNeeded as error:
-            reason = str(error)
-        # this and every later cohort train in the loop
-        self.stopped = reason
+    def leave_to_loop(self, reason: str) -> None:
+        """Note that a cohort trains in the loop because of ``reason``; refuse it where ``vectorize`` asked for cohorts."""
         if self.rounds.config.vectorize:
-            raise ValueError(f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop") from None
-        return False
+            raise ValueError(f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop")
+        self.left_to_loop = reason
 
-    def _train_stacked(self, round_index: int, assignments: list[tuple[int, float]],
-                       weighted_sum: list[torch.Tensor], stats: RoundStats) -> bool:
+    def cohort_terms(self, clients: list[int]) -> tuple[LocalTerms | None, str | None]:
+        """Return the clients' terms in their stacked form (`fedsim.algorithms.LocalTerms.stacked`), and why the
+        cohort cannot train stacked (``None`` where it can).
+
+        The terms are ``None`` where no client has any. A cohort cannot train stacked where its clients'
+        terms have no common stacked form, or where, under AMP, their loss per sample would take
+        ``vmap`` (`VMAP_UNDER_AMP`).
+        """
+        algorithm, global_state = self.rounds.algorithm, self.rounds.global_state
+        terms = [algorithm.local_terms(client, global_state) for client in clients]
+        if all(term is None for term in terms):
+            return None, None
+        kind = type(next(term for term in terms if term is not None))
+        stacked = kind.stacked(terms) if all(term is None or type(term) is kind for term in terms) else None
+        if stacked is None:
+            return None, (f"{algorithm.name}'s client terms have no stacked form for this cohort "
+                          "(`LocalTerms.stacked`)")
+        if self.rounds.training.amp and overrides(stacked, "client_sample_loss"):
+            return None, VMAP_UNDER_AMP
+        return stacked, None
+
+    def _train_cohort(self, members: list[CohortClient], order: list[int], terms: LocalTerms | None,
+                      weighted_sum: list[torch.Tensor], stats: RoundStats) -> None:
+        """Train one cohort, its clients in ``order`` (by decreasing step count) with their stacked ``terms``; hand
+        each client's trained model in, in the round's client order."""
         rounds = self.rounds
-        members = [self._member(client, weight, round_index) for client, weight in assignments]
-        order = sorted(range(len(members)), key=lambda position: -members[position].steps)  # stable
         cohort = [members[position] for position in order]
-        terms = self._stacked_terms([member.client for member in cohort])
-        if terms is UNSTACKABLE:
-            if rounds.config.vectorize:
-                raise ValueError(f"`vectorize`=True: {rounds.algorithm.name}'s client terms have no stacked form "
-                                 "for this cohort (`LocalTerms.stacked`); leave `vectorize` out to run the loop")
-            return False
         self._terms = terms
         global_params = rounds.global_state[: len(self.names)]
         stacks = [start.expand(len(cohort), *start.shape).clone() for start in global_params]
@@ -176,7 +185,6 @@ class VectorizedClients:
             rounds.loss_scale.keep(scale, growth_count)
         self._hand_in(members, [stacks_row(stacks, row_of[position]) for position in range(len(members))],
                       weighted_sum, stats)
-        return True
 
     def _member(self, client: int, weight: float, round_index: int) -> CohortClient:
         rounds = self.rounds
@@ -187,19 +195,6 @@ class VectorizedClients:
                                                                     round_index, client)
         return CohortClient(client, weight, local_step_count(shard.numel(), training), generator,
                             local_batches(shard, training, generator), float(rounds.noise[client]), dropout)
-
-    def _stacked_terms(self, clients: list[int]):
-        """Return the cohort's client terms in their stacked form (`fedsim.algorithms.LocalTerms.stacked`).
-
-        ``None`` where no client has terms, `UNSTACKABLE` where they have no common stacked form.
-        """
-        algorithm, global_state = self.rounds.algorithm, self.rounds.global_state
-        terms = [algorithm.local_terms(client, global_state) for client in clients]
-        if all(term is None for term in terms):
-            return None
-        kind = type(next(term for term in terms if term is not None))
-        stacked = kind.stacked(terms) if all(term is None or type(term) is kind for term in terms) else None
-        return UNSTACKABLE if stacked is None else stacked
 
     def _step(self, cohort: list[CohortClient], views: list[torch.Tensor], terms,
               scaler: StackedLossScaler | None) -> tuple[list[torch.Tensor], torch.Tensor | None]:
@@ -215,9 +210,7 @@ class VectorizedClients:
             scales = scales * scaler.scales[: len(cohort)]
         if self.plain is not None and (terms is None or not overrides(terms, "client_sample_loss")):
             gradients, loss_sums = self._plain_gradients(views, inputs, targets, valid, scales)
-        else:
-            if self.rounds.training.amp:  # an algorithm's loss per sample (MOON's) needs vmap
-                raise LoopNeeded(VMAP_UNDER_AMP)
+        else:  # never under AMP: `vectorize_refusal` and `cohort_terms` leave such cohorts to the loop
             masks = [] if self.dropout is None else \
                 self.dropout.masks([member.dropout for member in cohort], counts.tolist(), longest)
             gradients, loss_sums = self._vmapped_gradients(views, inputs, targets, valid, scales, masks, terms)
