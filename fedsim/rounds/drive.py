@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -11,12 +11,14 @@ from ..results.client_eval import evaluate_round
 from ..results.progress import RoundStats
 
 
+@runtime_checkable
 class Rounds(Protocol):
     """What an engine's rounds are to the round loop (`drive`), the checkpoint and the evaluation.
 
     FedAvg's round (`fedsim.rounds.fedavg.FedAvgRounds` and each engine's subclass) and the
-    gradient strategies' steps (`fedsim.rounds.gradient.GradientRounds`, DDP's
-    ``DistributedGradientRounds``) implement it.
+    gradient strategies' steps (`fedsim.rounds.gradient.GradientSetup`'s subclasses: in this
+    process, on DDP's ranks) implement it; `fedsim.rounds.result.EngineRun` refuses an object
+    that does not.
 
     Attributes
     ----------

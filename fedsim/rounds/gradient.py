@@ -35,8 +35,13 @@ from ..client.training import (
 from .drive import GradientCheckpoint
 
 
-class GradientRounds(GradientCheckpoint):
-    """Run allreduce or reweighted steps until each round has seen its budget of samples.
+class GradientSetup(GradientCheckpoint):
+    """What allreduce's and reweighted's steps start from on every engine, and checkpoint.
+
+    The ranks' schedule, the server optimizer on the model's own parameters, each rank's feature
+    noise and class weights, and the bytes a step sends besides the gradient. `GradientRounds`
+    takes the steps in this process; ``fedsim ddp``'s rounds
+    (`fedsim.engines.distributed.gradient.DistributedGradientRounds`) on each rank.
 
     Parameters
     ----------
@@ -51,33 +56,43 @@ class GradientRounds(GradientCheckpoint):
 
     def __init__(self, config, model, data, task, partition):
         self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
+        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
+        self.sizes = partition.sizes
+        self.num_ranks = partition.num_partitions
+        self.sync_bytes = 0
+        if config.sync_bn:
+            check_sync_bn(model, self.schedule.sits_out)
+            self.sync_bytes = sync_bn_bytes(model)
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.global_state = state_tensors(model)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
         self.server = ServerOptimizer.for_config(config, self.params)
-        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
-        self.sizes = partition.sizes
-        self.num_ranks = partition.num_partitions
         self.noise = feature_noise_levels(self.num_ranks, config.feature_noise)
-        self.step_count = 0
         self.class_weights = loss_class_weights(config.weights, partition, data.train_labels, task, self.dtype)
         if self.class_weights is not None:
             self.class_weights = self.class_weights.to(self.device)
+        self.param_bytes, self.buffer_bytes = model_bytes(model)
+        self.step_count = 0
+
+
+class GradientRounds(GradientSetup):
+    """Run allreduce or reweighted steps in this process until each round has seen its budget of samples.
+
+    Takes `GradientSetup`'s parameters.
+    """
+
+    def __init__(self, config, model, data, task, partition):
+        super().__init__(config, model, data, task, partition)
+        self.buffers = [b for b in model.buffers() if b.is_floating_point()]
         self.dynamic = config.weights == "dynamic"
         self.compression = check_in_process(config.compression)
         # dynamic weights and compression act on each rank's gradient apart: no running sum in .grad then
         self.separate = self.dynamic or self.compression != "none"
-        self.sync_bytes = 0
-        if config.sync_bn:
-            check_sync_bn(model, self.schedule.sits_out)
-            if self.compression != "none":
-                raise ValueError(f"`sync_bn`=True with `compression`={config.compression!r} runs on `fedsim ddp` only: "
-                                 "compression acts on each rank's own gradient, which SyncBatchNorm ties to "
-                                 "every rank's batch")
-            self.sync_bytes = sync_bn_bytes(model)
-        self.param_bytes, self.buffer_bytes = model_bytes(model)
+        if config.sync_bn and self.compression != "none":
+            raise ValueError(f"`sync_bn`=True with `compression`={config.compression!r} runs on `fedsim ddp` only: "
+                             "compression acts on each rank's own gradient, which SyncBatchNorm ties to "
+                             "every rank's batch")
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:

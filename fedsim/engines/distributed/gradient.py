@@ -16,20 +16,15 @@ from torch.distributed.algorithms.join import Join
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from partitions import feature_noise_levels
-
-from ...aggregate import loss_class_weights
-from ...client.update import state_tensors
 from ...comm.compression import wire_bytes
 from ...comm.hooks import RankWeights, averaging_hook, weighted, weighted_allreduce_hook
 from ...results.progress import RoundStats
 from ...sampler import ShardSampler
-from ...schedule import RankSchedule, micro_batch_count, model_bytes
+from ...schedule import RankSchedule, micro_batch_count
 from ...seeding import Stream, derive_seed, torch_generator
-from ...server import ServerOptimizer
-from ...comm.sync_batchnorm import check_sync_bn, convert_sync_batchnorm, sync_bn_bytes
+from ...comm.sync_batchnorm import convert_sync_batchnorm
 from ...client.training import LocalGradient, batch_loss, seeded_global_rng
-from ...rounds.drive import GradientCheckpoint
+from ...rounds.gradient import GradientSetup
 from .collectives import broadcast_object, broadcast_tensors
 
 
@@ -73,44 +68,28 @@ def epoch_segments(steps: range, steps_per_epoch: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
-class DistributedGradientRounds(GradientCheckpoint):
+class DistributedGradientRounds(GradientSetup):
     """Run allreduce or reweighted steps on this rank until each round has seen its budget of samples.
 
     Parameters
     ----------
-    config : fedsim.config.RunConfig
-    model : torch.nn.Module
-        This rank's replica, on its device; wrapped in ``DistributedDataParallel`` here.
-    data : fedsim.data.Dataset
-    task : fedsim.client.SingleLabel or fedsim.client.MultiLabel
-    partition : partitions.Partition
-        One shard per rank.
+    config, model, data, task, partition
+        As `fedsim.rounds.gradient.GradientSetup` takes them: ``model`` is this rank's replica, on
+        its device, wrapped in ``DistributedDataParallel`` here.
     ranks : fedsim.engines.distributed.launch.Ranks
     """
 
     def __init__(self, config, model, data, task, partition, ranks):
-        self.schedule = RankSchedule(list(partition), config.batch_size, config.uneven, config.seed)
-        self.sync_bytes = 0
+        super().__init__(config, model, data, task, partition)
         if config.sync_bn:
-            check_sync_bn(model, self.schedule.sits_out)
-            convert_sync_batchnorm(model)  # in place, before DDP and before the state references below
-            self.sync_bytes = sync_bn_bytes(model)
-        self.config, self.model, self.data, self.task = config, model, data, task
-        self.rank, self.device = ranks.rank, ranks.device
+            convert_sync_batchnorm(model)  # in place (the same tensors), before DDP wraps the model
+        self.rank = ranks.rank
         # gradients as views of DDP's buckets: one copy of the gradient less per step
         self.ddp = DistributedDataParallel(model, device_ids=[ranks.device.index] if ranks.device.type == "cuda"
                                            else None, gradient_as_bucket_view=True)
-        self.global_state = state_tensors(model)
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.server = ServerOptimizer.for_config(config, self.params)
         sampler = ShardSampler(partition, ranks.rank, seed=config.seed, dataset=data.train_labels)
         self.batches = RankBatches(self.schedule, ranks.rank, sampler, len(data.train_labels))
-        self.noise = float(feature_noise_levels(ranks.world_size, config.feature_noise)[ranks.rank])
-        class_weights = loss_class_weights(config.weights, partition, data.train_labels, task, model_dtype(model))
-        self.class_weights = None if class_weights is None else class_weights[ranks.rank].to(ranks.device)
         self.rank_weights = register_gradient_hook(self.ddp, config, partition.sizes)
-        self.buffer_bytes = model_bytes(model)[1]
-        self.step_count = 0
         # PowerSGD's state (error feedback, its first vanilla steps) lives in this process: a resumed
         # run starts it afresh at the step it resumes from
         self.compression_start = 0
@@ -181,6 +160,7 @@ class DistributedGradientRounds(GradientCheckpoint):
         self.server.zero_grad()
         generator = torch_generator(config.seed, Stream.STEP_DATA, step, self.rank)
         parts = torch.tensor_split(batch, parts)
+        class_weights = None if self.class_weights is None else self.class_weights[self.rank]
         total = LocalGradient.zero()
         with seeded_global_rng(derive_seed(config.seed, Stream.STEP_DROPOUT, step, self.rank), self.device):
             for index, part in enumerate(parts):
@@ -188,8 +168,8 @@ class DistributedGradientRounds(GradientCheckpoint):
                 with contextlib.nullcontext() if last else self.ddp.no_sync():
                     # each part's summed loss over the whole batch's size: the batch mean
                     loss, result = batch_loss(self.ddp, self.data, part, task=self.task, generator=generator,
-                                              weight=1.0 / batch.numel(), class_weights=self.class_weights,
-                                              noise_sigma=self.noise, amp=config.amp)
+                                              weight=1.0 / batch.numel(), class_weights=class_weights,
+                                              noise_sigma=float(self.noise[self.rank]), amp=config.amp)
                     total = total + result
                     if config.sync_bn and self.rank_weights is not None:
                         loss = loss * self._loss_scale(total.weighted_mean_loss)
@@ -230,7 +210,7 @@ class DistributedGradientRounds(GradientCheckpoint):
         broadcast_tensors(buffers, src)
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore `GradientCheckpoint.state_dict` output; PowerSGD starts afresh from here."""
+        """Restore `fedsim.rounds.drive.GradientCheckpoint.state_dict` output; PowerSGD starts afresh from here."""
         super().load_state_dict(state)
         self.compression_start = self.step_count
 
@@ -258,7 +238,3 @@ def last_authority(batch_sizes) -> int:
     """Return the rank whose model DDP keeps when ``Join`` ends: the highest rank active at the last step."""
     return max(rank for rank, size in enumerate(batch_sizes) if size)
 
-
-def model_dtype(model: torch.nn.Module) -> torch.dtype:
-    """Return the dtype of the model's parameters (the run's dtype)."""
-    return next(model.parameters()).dtype

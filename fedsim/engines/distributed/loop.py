@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import torch
+from functools import partial
+
 import torch.distributed as dist
 
-from ...build import RunSetup
-from ...results.client_eval import Evaluation
-from ...results.recorder import Recorder
-from ...results.folder import RunFolder
-from ...config.strategies import get_strategy
 from ...results.outcome import RunResult
-from ...rounds.drive import drive
+from ...rounds.result import EngineRun, build_rounds
 from .collectives import broadcast_object
 from .fedavg import DistributedFedAvgRounds
 from .gradient import DistributedGradientRounds
@@ -42,27 +38,12 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
     ranks = start_process_group(config.device, timeout_s)
     try:
         check_world_size(config, ranks.world_size, in_rank=True)
-        if ranks.leader and out is not None:
-            RunFolder(out).check(resume=resume)
-        setup = RunSetup.build(config, device=ranks.device)
-        data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
-        local_training = get_strategy(config.strategy).local_training
-        rounds_class = DistributedFedAvgRounds if local_training else DistributedGradientRounds
-        rounds = rounds_class(config, model, data, task, partition, ranks)
-        recorder = Recorder(config, partition, out if ranks.leader else None, multilabel=task.multilabel,
-                            resume=resume and ranks.leader, quiet=quiet or not ranks.leader)
-        restored, progress = broadcast_object((recorder.start(), recorder.progress))
-        recorder.progress = progress
-        if restored is not None:
-            with torch.no_grad():
-                torch._foreach_copy_(rounds.global_state, [t.to(ranks.device) for t in restored.global_state])
-            rounds.load_state_dict(restored.engine_state)
-
-        # the gradient strategies' global state is the model's own: nothing to load before evaluating
-        state = rounds.global_state if local_training else None
-        evaluation = Evaluation(model, data, task, partition, lambda: state, config) if ranks.leader else None
-        summary = drive(recorder, rounds, evaluation)
-        result = RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+        rounds = partial(build_rounds, config, fedavg=partial(DistributedFedAvgRounds, ranks=ranks),
+                         gradient=partial(DistributedGradientRounds, ranks=ranks))
+        engine_run = EngineRun.build(config, out, resume=resume, rounds=rounds, leader=ranks.leader,
+                                     device=ranks.device)
+        engine_run.start(quiet=quiet, share=broadcast_object)  # every rank resumes from rank 0's checkpoint
+        result = engine_run.drive()
         # no rank tears its gloo connections down while another still uses them (rank 0 writes the
         # summary last): a peer's closed pair can abort the other rank as it exits
         dist.barrier()

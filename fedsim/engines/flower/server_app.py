@@ -12,16 +12,12 @@ import time
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ...build import RunSetup
 from ...references import UserCodeError
-from ...results.client_eval import Evaluation
 from ...results.outcome import record_user_code_error
 from ...config.run_config import RunConfig
-from ...results.recorder import Recorder
-from ...results.folder import RunFolder
 from ...support import check_runs_on
 from ...rounds.fedavg import FedAvgRounds
-from ...rounds.result import build_rounds, evaluated_state, restore
+from ...rounds.result import EngineRun
 from .client_app import config_json
 from .records import from_run_config, grid_from_entry, state_names, to_record
 from .gradient_steps import GradientSteps
@@ -47,21 +43,15 @@ class FederatedServer:
         config, options = from_run_config(context.run_config)
         out, resume, timeout_s = options["out"] or None, options["resume"], options["timeout"]
         check_flower_config(config, resume=resume)
-        if out is not None:
-            RunFolder(out).check(resume=resume)
-        setup = RunSetup.build(config)
-        rounds = build_rounds(config, setup)
+        engine_run = EngineRun.build(config, out, resume=resume)
+        rounds = engine_run.rounds
         if isinstance(rounds, FedAvgRounds):
             rounds.holds_client_states = False  # each node keeps its client's
         nodes = find_partitions(grid, config, timeout_s)
-        recorder = Recorder(config, setup.partition, out, multilabel=setup.task.multilabel, resume=resume,
-                            quiet=True, grid=grid_from_entry(options["grid"]))
-        restore(rounds, recorder.start())
-        names = state_names(setup.model)
+        recorder = engine_run.start(grid=grid_from_entry(options["grid"]))
+        names = state_names(engine_run.setup.model)
         strategy_class = SeededFedAvg if isinstance(rounds, FedAvgRounds) else GradientSteps
-        strategy = strategy_class(rounds, names, nodes, recorder,
-                                  Evaluation(setup.model, setup.data, setup.task, setup.partition,
-                                             lambda: evaluated_state(rounds), config))
+        strategy = strategy_class(rounds, names, nodes, recorder, engine_run.evaluation)
         try:
             strategy.start(grid, to_record(names, rounds.global_state), num_rounds=strategy.num_rounds,
                            timeout=timeout_s, evaluate_fn=strategy.evaluate_fn)

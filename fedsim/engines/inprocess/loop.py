@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from ...algorithms import declared
-from ...build import RunSetup
-from ...results.client_eval import Evaluation
-from ...results.recorder import Recorder
-from ...results.folder import RunFolder
-from ...rounds.drive import drive
 from ...results.outcome import RunResult
-from ...rounds.result import build_rounds, evaluated_state, restore
+from ...rounds.result import EngineRun, build_rounds
 from .fedavg import InProcessFedAvgRounds
 from .gradient import InProcessGradientRounds
 from .parallel import ParallelFedAvgRounds, check_workers
@@ -46,27 +42,20 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
         (`fedsim.engines.inprocess.parallel`); the result is the same up to the order of a sum.
     """
     check_workers(workers, config)
-    if out is not None:
-        RunFolder(out).check(resume=resume)  # a bad `--out` is reported before any work
-    setup = RunSetup.build(config, data=data, partition=partition)
-    data, task, partition, model = setup.data, setup.task, setup.partition, setup.model
-    if workers == 1:
-        rounds = build_rounds(config, setup, fedavg=InProcessFedAvgRounds, gradient=InProcessGradientRounds)
-    else:
-        rounds = ParallelFedAvgRounds(config, model, data, task, partition, workers)
+    fedavg = InProcessFedAvgRounds if workers == 1 else partial(ParallelFedAvgRounds, workers=workers)
+    rounds = partial(build_rounds, config, fedavg=fedavg, gradient=InProcessGradientRounds)
+    engine_run = EngineRun.build(config, out, resume=resume, rounds=rounds, data=data, partition=partition)
+    algorithm = engine_run.rounds.algorithm
     spill_folder = tempfile.TemporaryDirectory(prefix="fedsim-client-states-") if out is None else None
-    if rounds.algorithm is not None:  # clients' states beyond the budget go to disk, in the run folder
+    if algorithm is not None:  # clients' states beyond the budget go to disk, in the run folder
         folder = Path(out) / CLIENT_STATES if out is not None else spill_folder.name
-        declared.spill_client_states(rounds.algorithm, folder, int(config.client_state_memory * 2**20))
+        declared.spill_client_states(algorithm, folder, int(config.client_state_memory * 2**20))
     try:
-        recorder = Recorder(config, partition, out, multilabel=task.multilabel, resume=resume, grid=grid,
-                            quiet=quiet)
-        restore(rounds, recorder.start())
-        summary = drive(recorder, rounds, Evaluation(model, data, task, partition, lambda: evaluated_state(rounds),
-                                                  config, rounds.algorithm))
+        engine_run.start(quiet=quiet, grid=grid)
+        return engine_run.drive()
     finally:
         if workers > 1:
-            rounds.close()
+            engine_run.rounds.close()
         if spill_folder is not None:
             spill_folder.cleanup()
-    return RunResult(recorder.rows, summary, [t.detach().clone() for t in rounds.global_state])
+
