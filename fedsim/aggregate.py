@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .checks import SettingError
+
 
 @torch.no_grad()
 def weighted_sum(updates: Sequence[Sequence[torch.Tensor]], weights: Sequence[float]) -> list[torch.Tensor]:
@@ -21,7 +23,8 @@ def weighted_sum(updates: Sequence[Sequence[torch.Tensor]], weights: Sequence[fl
     [tensor([2.5000, 5.0000])]
     """
     if len(updates) != len(weights) or not updates:
-        raise ValueError(f"`updates` ({len(updates)}) and `weights` ({len(weights)}) must be equally long and non-empty")
+        raise SettingError("`updates` ({updates:text}) and {weights:name} ({count:text}) must be equally long and "
+                           "non-empty", updates=len(updates), count=len(weights))
     total = [torch.zeros_like(tensor, dtype=torch.float32 if not tensor.is_floating_point() else tensor.dtype)
              for tensor in updates[0]]
     for update, weight in zip(updates, weights):
@@ -91,7 +94,7 @@ def loss_class_weights(rule: str, partition, labels, task, dtype: torch.dtype) -
     if rule != "class-balanced":
         return None
     if task.multilabel:
-        raise ValueError("`weights`='class-balanced' needs single-label data; use 'size' or 'dynamic'")
+        raise SettingError("{weights} needs single-label data; use 'size' or 'dynamic'", weights=rule)
     return class_balance_weights(partition.counts(np.asarray(labels), task.num_classes), dtype=dtype)
 
 
@@ -140,7 +143,7 @@ def aggregation_weights(rule: str, sizes, members, *, num_ranks: int | None = No
         return size_weights(sizes)[members] if num_ranks is not None else size_weights(sizes[members])
     if rule == "dynamic":
         if scores is None or len(scores) != len(members):
-            raise ValueError("`weights`='dynamic' needs one score per member")
+            raise SettingError("{weights} needs one score per member", weights=rule)
         return softmax_weights(scores, temperature) * len(members) / group
     raise ValueError(f"unknown `rule`={rule!r}; known: equal, size, class-balanced, dynamic")
 

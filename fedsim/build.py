@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .checks import SettingError
 from .models import create_model
 from .config.partitioning import partition_for
 from .seeding import Stream, derive_seed
@@ -40,7 +41,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
+        raise SettingError("{device} but no CUDA device is available; use 'cpu' or 'auto'", device=name)
     return torch.device(name)
 
 
@@ -109,15 +110,18 @@ def check_model_fits(model: torch.nn.Module, config, data, partition) -> None:
             task.loss(model(inputs), targets).sum().backward()
         except Exception as error:  # PyTorch raises several types for a shape that does not fit
             reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
-            image = f"{data.in_channels}x{data.image_size}x{data.image_size}"
-            norm = "" if config.norm is None else f" with `norm`={config.norm!r}"
+            subject = "{model}" + ("" if config.norm is None else " with {norm}")
+            values = {"model": config.model, "norm": config.norm, "dataset": config.dataset,
+                      "batch_size": config.batch_size, "reason": reason,
+                      "image": f"{data.in_channels}x{data.image_size}x{data.image_size}"}
             if size == 1:
                 where = ("every batch is one sample" if config.batch_size == 1 else
                          "a shard's last batch is one sample")
-                raise ValueError(
-                    f"`model`={config.model!r}{norm} cannot train on a batch of one sample of `dataset`="
-                    f"{config.dataset!r} ({image} images): {reason}; with `batch_size`={config.batch_size} {where}: "
-                    "choose another `batch_size`, or a `norm` other than 'batch'") from None
-            raise ValueError(f"`model`={config.model!r}{norm} does not fit `dataset`={config.dataset!r} "
-                             f"({image} images, {data.num_classes} classes): one forward and backward of {size} "
-                             f"samples fails: {reason}; choose another `model` or `dataset`") from None
+                raise SettingError(
+                    subject + " cannot train on a batch of one sample of {dataset} ({image:text} images): "
+                    "{reason:text}; with {batch_size} {where:text}: choose another {batch_size:name}, or a "
+                    "{norm:name} other than 'batch'", where=where, **values) from None
+            raise SettingError(subject + " does not fit {dataset} ({image:text} images, {classes:text} classes): one "
+                               "forward and backward of {size:text} samples fails: {reason:text}; choose another "
+                               "{model:name} or {dataset:name}", classes=data.num_classes, size=size,
+                               **values) from None

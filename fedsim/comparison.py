@@ -8,6 +8,7 @@ from partitions._io import write_atomic
 
 from .engines.inprocess import run
 from .results.outcome import RunResult
+from .checks import SettingError, SettingWarning
 from .interrupts import RunDiverged
 from .config.partitioning import partition_for
 from .config.comparison import check_same_strategies, comparison_settings
@@ -97,7 +98,8 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
             results[name] = run_strategy(run_config, out / name, resume=resume and started, quiet=quiet, data=data,
                                          partition=partition, grid=grid)
         except RunDiverged as diverged:
-            warnings.warn(f"{name} {diverged}; the comparison goes on without it", stacklevel=2)
+            warnings.warn(SettingWarning("{label:text} {diverged:text}; the comparison goes on without it", label=name,
+                                         diverged=diverged), stacklevel=2)
             results[name] = RunResult(diverged.rows, diverged.summary, [])
 
     folder.write_rows([row for result in results.values() for row in result.rows])
@@ -116,7 +118,8 @@ def labelled(configs: list) -> dict:
     labels = [run_config.label for run_config in configs]
     repeated = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
     if repeated is not None:
-        raise ValueError(f"two of `strategies` both run {repeated!r} under these settings; name each method once")
+        raise SettingError("two of {strategies:name} both run {label:text} under these settings; name each method once",
+                           label=repr(repeated))
     return dict(zip(labels, configs))
 
 

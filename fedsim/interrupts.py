@@ -1,5 +1,5 @@
-"""How a run reports that it was stopped, by a signal or by divergence (without torch, so that the command line
-reports it cheaply).
+"""How a run reports that it was stopped, by a signal, by divergence or by a failed process (without torch, so that
+the command line reports it cheaply).
 
 Ctrl-C (SIGINT) and SIGTERM (what a batch scheduler, ``timeout``, Docker and systemd send) stop a
 run the same way: Python raises `KeyboardInterrupt` for SIGINT, and `stop_on_sigterm` makes
@@ -11,8 +11,11 @@ exit status (128 + the signal's number, as a shell reports it) follow the signal
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
+
+from .checks import Worded
 
 #: The signals that stop a run and leave it resumable.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -81,8 +84,12 @@ class RunInterrupted(Exception):
                          f"{checkpoint_place(folder, checkpoint_round)}")
 
 
-class RunDiverged(Exception):
+class RunDiverged(Worded, Exception):
     """A run's loss or model stopped being finite; says where, what is kept and which setting to lower.
+
+    Its ``advice``, which settings to lower (`fedsim.results.divergence.divergence_advice`), is an
+    unraised `fedsim.checks.SettingError`, worded with the message: the command line names its
+    settings as the flags that set them.
 
     Attributes
     ----------
@@ -97,20 +104,43 @@ class RunDiverged(Exception):
     rows, summary : list of dict, dict
         The rows of the rounds before it and the run's summary (with ``diverged``), where the
         recorder raised it (`fedsim.results.recorder.Recorder.diverge`); empty otherwise.
+
+    Examples
+    --------
+    >>> from fedsim.checks import SettingError
+    >>> error = RunDiverged(3, "the training loss is nan", advice=SettingError("lower {lr:name}", lr=0.5))
+    >>> print(error)  # doctest: +ELLIPSIS
+    diverged in round 3: the training loss is nan; stopped there, ...; lower `lr`
     """
 
     def __init__(self, round: int, what: str, *, where: str = "", checkpoint_round: int | None = None,
-                 folder=None, advice: str = ""):
+                 folder=None, advice: Worded | str = ""):
         self.round, self.what, self.where = round, what, where
         self.checkpoint_round, self.folder = checkpoint_round, folder
         self.rows: list[dict] = []
         self.summary: dict = {}
-        place = f" ({where})" if where else ""
         kept = checkpoint_place(folder, checkpoint_round)
         if folder is not None and checkpoint_round is not None:
             kept += ", the last finite model"
-        super().__init__(f"diverged in round {round}{place}: {what}; stopped there, no row of it written; {kept}"
-                         + (f"; {advice}" if advice else ""))
+        super().__init__("diverged in round {round:text}{place:text}: {what:text}; stopped there, no row of it "
+                         "written; {kept:text}" + ("; {advice:text}" if advice else ""),
+                         round=round, place=f" ({where})" if where else "", what=what, kept=kept, advice=advice)
+
+    def __reduce__(self):
+        # rebuilt by this constructor, which takes no template (`Worded.__reduce__` would pass one), with its rows
+        rebuild = functools.partial(type(self), self.round, self.what, where=self.where,
+                                    checkpoint_round=self.checkpoint_round, folder=self.folder,
+                                    advice=self.values["advice"])
+        return rebuild, (), {"rows": self.rows, "summary": self.summary}
+
+
+class RunFailed(Worded, RuntimeError):
+    """The processes of a run (its torchrun ranks, its Flower apps) ended before it finished.
+
+    A `RuntimeError`, as the environment's errors are, whose message carries the settings it
+    names (how to continue: ``resume``, `fedsim.results.outcome.resume_hint`), so that the
+    command line words them as its flags. Its parameters are `fedsim.checks.Worded`'s.
+    """
 
 
 def checkpoint_place(folder, checkpoint_round: int | None) -> str:

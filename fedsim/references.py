@@ -24,13 +24,14 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import os
 import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from .checks import SettingError, SettingTypeError, Worded
 
 #: The environment variable holding the folder a run's module references are imported from.
 START_FOLDER_ENV = "FEDSIM_START_FOLDER"
@@ -98,17 +99,17 @@ class Reference:
         'my_pkg.nets'
         >>> Reference.parse("nets:", "model")
         Traceback (most recent call last):
-        ValueError: `model`='nets:' is not a reference: write package.module:Name or path/to/file.py:Name
+        partitions.SettingError: `model`='nets:' is not a reference: write package.module:Name or path/to/file.py:Name
         """
         where, _, attribute = text.rpartition(":")
         if not where or not _ATTRIBUTE.match(attribute):
-            raise ValueError(f"`{parameter}`={text!r} is not a reference: write package.module:Name or "
-                             "path/to/file.py:Name")
+            raise SettingError("{setting} is not a reference: write package.module:Name or path/to/file.py:Name",
+                               fields={"setting": parameter}, setting=text)
         if where.endswith(".py"):
             return cls(text, None, Path(where), attribute)
         if not _MODULE.match(where):
-            raise ValueError(f"`{parameter}`={text!r}: {where!r} is neither a module name (package.module) nor a "
-                             ".py file")
+            raise SettingError("{setting}: {where:text} is neither a module name (package.module) nor a .py file",
+                               fields={"setting": parameter}, setting=text, where=repr(where))
         return cls(text, where, None, attribute)
 
 
@@ -125,7 +126,8 @@ def canonical(text: str, parameter: str) -> str:
         return text
     path = reference.path.expanduser().resolve()
     if not path.is_file():
-        raise ValueError(f"`{parameter}`={text!r}: no file {str(path)!r}")
+        raise SettingError("{setting}: no file {path:text}", fields={"setting": parameter}, setting=text,
+                           path=repr(str(path)))
     return f"{path}:{reference.attribute}"
 
 
@@ -176,8 +178,10 @@ def load(text: str, parameter: str, wanted: Wanted = CALLABLE):
     for name in reference.attribute.split("."):
         if not hasattr(target, name):
             where = reference.module if reference.path is None else shown_path(reference.path)
-            raise ValueError(f"`{parameter}`={shown(text)!r}: {where!r} has no attribute {reference.attribute!r}"
-                             f"{_candidates(module, reference.attribute, wanted)}")
+            raise SettingError("{setting}: {where:text} has no attribute {attribute:text}{candidates:text}",
+                               fields={"setting": parameter}, setting=shown(text), where=repr(where),
+                               attribute=repr(reference.attribute),
+                               candidates=_candidates(module, reference.attribute, wanted))
         target = getattr(target, name)
     return target
 
@@ -230,37 +234,6 @@ def shown(text: str) -> str:
     return f"{shown_path(where)}:{attribute}" if separator and where.endswith(".py") else text
 
 
-class UserCodeError(Exception):
-    """A user's code, found and run, did what its contract forbids: a bug to fix there, not bad input.
-
-    The message names the function (`code_place`) and what it did. The command line ends such a
-    run with that one line and exit status 1, not the bad-input status 2: no setting fixes it.
-    """
-
-
-def code_place(owner, function: str) -> str:
-    """Return where ``owner``'s ``function`` is defined, in words: "`Median.aggregate` in robust.py".
-
-    ``owner`` is an object or a class; the function is named on the class that defines it, which
-    may be a base in another file.
-
-    Examples
-    --------
-    >>> class Doubler:
-    ...     def scale(self, weight):
-    ...         return 2 * weight
-    >>> code_place(Doubler(), "scale").startswith("`Doubler.scale` in ")
-    True
-    """
-    cls = owner if isinstance(owner, type) else type(owner)
-    defining = next((base for base in cls.__mro__ if function in vars(base)), cls)
-    try:
-        path = shown_path(inspect.getfile(defining))
-    except (TypeError, OSError):  # defined where no file is (the interpreter's prompt)
-        path = defining.__module__
-    return f"`{defining.__qualname__}.{function}` in {path}"
-
-
 def _import_module(reference: Reference, parameter: str):
     _add_start_folder()
     try:
@@ -268,19 +241,20 @@ def _import_module(reference: Reference, parameter: str):
     except ModuleNotFoundError as error:
         parts = (error.name or "").split(".")
         if reference.module.split(".")[: len(parts)] == parts:  # the module itself, not one it imports
-            raise ValueError(f"`{parameter}`={reference.text!r}: no module named {error.name!r} (modules are "
-                             f"found from {start_folder()} and the installed packages)") from None
-        raise ValueError(f"`{parameter}`={reference.text!r}: importing {reference.module!r} failed: {error}") \
-            from None
+            raise SettingError("{setting}: no module named {missing:text} (modules are found from {folder:text} and "
+                               "the installed packages)", fields={"setting": parameter}, setting=reference.text,
+                               missing=repr(error.name), folder=start_folder()) from None
+        raise SettingError("{setting}: importing {module:text} failed: {error:text}", fields={"setting": parameter},
+                           setting=reference.text, module=repr(reference.module), error=quoted(error)) from None
     except Exception as error:  # noqa: BLE001 - the user's module raised while importing: one line, its error
-        raise ValueError(f"`{parameter}`={reference.text!r}: importing {reference.module!r} raised "
-                         f"{type(error).__name__}: {error}") from None
+        raise _raised(parameter, reference.text, f"importing {reference.module!r}", error) from None
 
 
 def _import_file(reference: Reference, parameter: str):
     path = reference.path.expanduser().resolve()
     if not path.is_file():
-        raise ValueError(f"`{parameter}`={shown(reference.text)!r}: no file {str(path)!r}")
+        raise SettingError("{setting}: no file {path:text}", fields={"setting": parameter},
+                           setting=shown(reference.text), path=repr(str(path)))
     stem = re.sub(r"\W", "_", path.stem)
     name = f"fedsim_user_{stem}_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}"
     if name in sys.modules:
@@ -293,8 +267,7 @@ def _import_file(reference: Reference, parameter: str):
         spec.loader.exec_module(module)
     except Exception as error:  # noqa: BLE001 - the user's file raised while importing: one line, its error
         del sys.modules[name]
-        raise ValueError(f"`{parameter}`={shown(reference.text)!r}: importing {shown_path(path)!r} raised "
-                         f"{type(error).__name__}: {error}") from None
+        raise _raised(parameter, shown(reference.text), f"importing {shown_path(path)!r}", error) from None
     return module
 
 
@@ -303,13 +276,35 @@ def calling(reference: str, parameter: str, function, /, **arguments):
     try:
         return function(**arguments)
     except Exception as error:  # noqa: BLE001 - the user's code failed: one line, with its own error
-        raise ValueError(f"`{parameter}`={shown(reference)!r} raised {type(error).__name__}: {error}") from None
+        raise _raised(parameter, shown(reference), "", error) from None
+
+
+def _raised(parameter: str, reference: str, doing: str, error: Exception) -> SettingError:
+    """Return the error for user code that raised ``error`` while ``doing`` (or, when empty, when called).
+
+    The user's error is `quoted`, so that a setting it names (a fedsim check in the user's code)
+    is worded as the rest of the message.
+    """
+    return SettingError("{setting}: {doing:text} raised {kind:text}: {error:text}" if doing else
+                        "{setting} raised {kind:text}: {error:text}", fields={"setting": parameter},
+                        setting=reference, doing=doing, kind=type(error).__name__, error=quoted(error))
+
+
+def quoted(error: BaseException) -> Worded | str:
+    """Return ``error`` as the ``{name:text}`` value of a message that quotes it.
+
+    A `Worded` error is kept, so that the settings it names are worded as the quoting message's
+    are (flags on the command line); any other is kept as its text alone, so that the message
+    pickles to another process without the class of an error raised in a user's module.
+    """
+    return error if isinstance(error, Worded) else str(error)
 
 
 def check_callable(value, reference: str, parameter: str, what: str) -> None:
     """Refuse a referenced object that is not callable, saying what ``parameter`` expects."""
     if not callable(value):
-        raise TypeError(f"`{parameter}`={shown(reference)!r} is a {type(value).__name__}, not {what}")
+        raise SettingTypeError("{setting} is a {kind:text}, not {what:text}", fields={"setting": parameter},
+                               setting=shown(reference), kind=type(value).__name__, what=what)
 
 
 def start_folder() -> str:

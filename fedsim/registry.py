@@ -6,6 +6,7 @@ import fnmatch
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
+from .checks import SettingError
 from .references import CALLABLE, Wanted, did_you_mean, is_reference, load
 
 T = TypeVar("T")
@@ -18,8 +19,9 @@ class Registry(Generic[T]):
     ----------
     kind : str
         What the registry holds, for error messages (``"model"``, ``"dataset"``).
-    parameter : str
-        Name of the argument users pass the name in, for error messages (``"name"``, ``"--model"``).
+    parameter : str, optional
+        The setting users pass the name in, for error messages (``"model"``, ``"strategy"``); by
+        default ``kind``. The command line words it as the flag that sets it (``--model``).
     from_reference : callable, optional
         Makes an entry of the object a reference to user code names (``package.module:Name`` or
         ``path/to/file.py:Name``, `fedsim.references`), given the object and the reference; it
@@ -40,10 +42,10 @@ class Registry(Generic[T]):
     ['square']
     """
 
-    def __init__(self, kind: str, parameter: str = "name", from_reference: Callable[[object, str], T] | None = None,
-                 wanted: Wanted = CALLABLE):
+    def __init__(self, kind: str, parameter: str | None = None,
+                 from_reference: Callable[[object, str], T] | None = None, wanted: Wanted = CALLABLE):
         self.kind = kind
-        self.parameter = parameter
+        self.parameter = kind if parameter is None else parameter
         self.from_reference = from_reference
         self.wanted = wanted
         self._factories: dict[str, T] = {}
@@ -62,13 +64,14 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the factory registered under ``name``, or made from the user code a reference names."""
         if self.from_reference is not None and is_reference(name):
-            return self.from_reference(load(name, self.kind, self.wanted), name)
+            return self.from_reference(load(name, self.parameter, self.wanted), name)
         try:
             return self._factories[name]
         except (KeyError, TypeError):
-            known = ", ".join(sorted(self._factories))
-            raise ValueError(f"unknown {self.kind} `{self.parameter}`={name!r}; known: {known}"
-                             f"{did_you_mean(name, self._factories)}") from None
+            raise SettingError("unknown {kind:text} {setting}; known: {known:text}{close:text}",
+                               fields={"setting": self.parameter}, setting=name, kind=self.kind,
+                               known=", ".join(sorted(self._factories)),
+                               close=did_you_mean(name, self._factories)) from None
 
     def names(self, pattern: str = "*") -> list[str]:
         """Return the registered names matching the shell-style ``pattern``, sorted."""

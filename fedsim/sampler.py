@@ -10,6 +10,7 @@ from torch.utils.data import Sampler
 
 from partitions import Partition
 
+from .checks import SettingError, SettingTypeError
 from .schedule import rank_order
 
 
@@ -60,14 +61,16 @@ class ShardSampler(Sampler[int]):
     def __init__(self, partition: Partition, rank: int, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
                  *, dataset=None):
         if not isinstance(partition, Partition):
-            raise TypeError(f"`partition` must be a partitions.Partition, got {type(partition).__name__}")
+            raise SettingTypeError("{partition:name} must be a partitions.Partition, got {kind:text}",
+                                   kind=type(partition).__name__)
         _check_world_size(partition)
         if dataset is not None and partition.num_samples > len(dataset):
             shards = [shard for shard in partition if shard.size]
             largest = max((int(shard.max()) for shard in shards), default=-1)
             if largest >= len(dataset):
-                raise ValueError(f"`partition` holds index {largest}, beyond the {len(dataset)} samples of `dataset`: "
-                                 "it was made for another dataset")
+                raise SettingError("{partition:name} holds index {largest:text}, beyond the {samples:text} samples of "
+                                   "{dataset:name}: it was made for another dataset", largest=largest,
+                                   samples=len(dataset))
         self.indices = torch.from_numpy(partition.shard(rank))
         self.rank = rank
         self.shuffle = shuffle
@@ -102,5 +105,5 @@ def _check_world_size(partition: Partition) -> None:
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() != partition.num_partitions:
-        raise ValueError(f"`partition` has {partition.num_partitions} partitions but the world size is "
-                         f"{dist.get_world_size()}: make one partition per rank")
+        raise SettingError("{partition:name} has {parts:text} partitions but the world size is {world_size:text}: make "
+                           "one partition per rank", parts=partition.num_partitions, world_size=dist.get_world_size())

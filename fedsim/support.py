@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .checks import SettingError
 from .config.strategies import Strategy, get_strategy, list_strategies
 from .config.strategy_settings import unread_message
 from .references import is_reference, shown, split_format
@@ -63,8 +64,8 @@ TABLE_PROCESSES = 2
 
 
 def refusal(config, engine: str, *, workers: int = TABLE_PROCESSES, nproc: int | None = None,
-            resume: bool = False, in_rank: bool = False) -> str | None:
-    """Return why ``config`` cannot run on ``engine``, or ``None`` where it can.
+            resume: bool = False, in_rank: bool = False) -> SettingError | None:
+    """Return why ``config`` cannot run on ``engine`` (an error to raise or show), or ``None`` where it can.
 
     Parameters
     ----------
@@ -91,14 +92,14 @@ def refusal(config, engine: str, *, workers: int = TABLE_PROCESSES, nproc: int |
 
 
 def check_runs_on(config, engine: str, **where) -> None:
-    """Raise `refusal`'s answer as a ValueError, if there is one (``where``: `refusal`'s keywords)."""
+    """Raise `refusal`'s answer, if there is one (``where``: `refusal`'s keywords)."""
     reason = refusal(config, engine, **where)
     if reason is not None:
-        raise ValueError(reason)
+        raise reason
 
 
 def method_refusal(strategy: Strategy, engine: str, *, workers: int = TABLE_PROCESSES,
-                   name: str | None = None) -> str | None:
+                   name: str | None = None) -> SettingError | None:
     """Return why ``strategy``'s method cannot run on ``engine`` whatever the settings, from its class alone.
 
     ``name`` is the strategy as the run gave it (a reference as written), for the message.
@@ -106,16 +107,18 @@ def method_refusal(strategy: Strategy, engine: str, *, workers: int = TABLE_PROC
     name = strategy.name if name is None else name
     if not strategy.local_training:
         if engine == "workers":
-            return (f"`workers`={workers} trains FedAvg's clients in parallel; `strategy`={name!r} takes one step "
-                    "of every rank at a time: leave `workers` out (or run it with fedsim ddp)")
+            return SettingError("{workers} trains FedAvg's clients in parallel; {strategy} takes one step of every "
+                                "rank at a time: leave {workers:name} out (or run it with fedsim ddp)",
+                                workers=workers, strategy=name)
         if engine == "cohorts":
             return unread_message("vectorize", True, {name: strategy.weight_rules[0]}, comparison=False)
         return None
     algorithm = algorithm_of(strategy)
     if engine == "workers":
-        return shared_out_refusal(algorithm, name, held=": leave `workers` out (with `workers`="
-                                  f"{workers} a client trains in whichever process serves it)",
-                                  summed="the workers' partial sums cannot give: leave `workers` out")
+        return shared_out_refusal(
+            algorithm, name, held=SettingError(": leave {workers:name} out (with {workers} a client trains in "
+                                               "whichever process serves it)", workers=workers),
+            summed=SettingError("the workers' partial sums cannot give: leave {workers:name} out"))
     if engine == "ddp":
         way_out = "run it with `fedsim run` (in-process)"
         return shared_out_refusal(algorithm, name, held=f", which fedsim ddp does not hold; {way_out}",
@@ -130,12 +133,13 @@ def no_stacked_form(name: str) -> str:
     return f"{name}'s client terms have no stacked form (`LocalTerms.stacked`)"
 
 
-def cohorts_refused(reason: str) -> str:
+def cohorts_refused(reason) -> SettingError:
     """Return the refusal of ``vectorize``=True where the clients cannot train as cohorts, for ``reason``."""
-    return f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop"
+    return SettingError("{vectorize}: {reason:text}; leave {vectorize:name} out to run the loop", vectorize=True,
+                        reason=reason)
 
 
-def shared_out_refusal(algorithm, name: str, *, held: str, summed: str) -> str | None:
+def shared_out_refusal(algorithm, name: str, *, held, summed) -> SettingError | None:
     """Return why ``algorithm`` cannot have a round's clients shared out among processes, or ``None``.
 
     A client's state would stay in whichever process trained it last (``held`` ends that
@@ -143,18 +147,20 @@ def shared_out_refusal(algorithm, name: str, *, held: str, summed: str) -> str |
     sums (``summed`` ends that one).
     """
     if algorithm.stateful_clients:
-        return f"`strategy`={name!r} keeps a state on each client between rounds{held}"
+        return SettingError("{strategy} keeps a state on each client between rounds{held:text}", strategy=name,
+                            held=held)
     if not algorithm.linear:
-        return (f"`strategy`={name!r} combines the round's models other than by a weighted sum (it overrides "
-                f"`aggregate`), which {summed}")
+        return SettingError("{strategy} combines the round's models other than by a weighted sum (it overrides "
+                            "`aggregate`), which {summed:text}", strategy=name, summed=summed)
     return None
 
 
 def settings_refusal(config, strategy: Strategy, engine: str, *, workers: int, nproc: int | None,
-                     resume: bool, in_rank: bool = False) -> str | None:
+                     resume: bool, in_rank: bool = False) -> SettingError | None:
     """Return why ``config``'s settings cannot run on ``engine``, once its method can (`method_refusal`)."""
     if engine == "workers" and workers > 1 and config.device != "cpu":
-        return f"`workers`={workers} forks CPU processes; with `device`={config.device!r} leave it out"
+        return SettingError("{workers} forks CPU processes; with {device} leave it out", workers=workers,
+                            device=config.device)
     if engine not in ("ddp", "flower-simulation", "flower-deployment"):
         return None
     where = ENGINES[engine].name
@@ -165,16 +171,18 @@ def settings_refusal(config, strategy: Strategy, engine: str, *, workers: int, n
         if strategy.local_training:
             return None
         if nproc is not None and config.num_partitions != nproc:
-            return (f"`num_partitions`={config.num_partitions} must equal the number of processes ({nproc}) for "
-                    f"`strategy`='{config.strategy}': one shard per rank; fedavg serves any number of clients")
+            return SettingError("{num_partitions} must equal the number of processes ({nproc:text}) for {strategy}: "
+                                "one shard per rank; fedavg serves any number of clients",
+                                num_partitions=config.num_partitions, nproc=nproc, strategy=config.strategy)
         if config.weights == "dynamic" and config.dynamic_rule == "cosine":
-            return ("`dynamic_rule`='cosine' needs every rank's whole gradient and runs in-process only "
-                    "(`fedsim run`); use `dynamic_rule`='loss' with `fedsim ddp`")
+            return SettingError("{dynamic_rule} needs every rank's whole gradient and runs in-process only "
+                                "(`fedsim run`); use {instead} with `fedsim ddp`", fields={"instead": "dynamic_rule"},
+                                dynamic_rule="cosine", instead="loss")
         return None
     return flower_refusal(config, strategy, resume=resume)
 
 
-def flower_refusal(config, strategy: Strategy, *, resume: bool) -> str | None:
+def flower_refusal(config, strategy: Strategy, *, resume: bool) -> SettingError | None:
     """Return why the Flower engine cannot run ``config``'s settings, or ``None``.
 
     allreduce and reweighted send each rank's full-precision gradient: gradient compression
@@ -186,22 +194,24 @@ def flower_refusal(config, strategy: Strategy, *, resume: bool) -> str | None:
     if strategy.local_training:
         algorithm = algorithm_of(strategy)
         if config.local_test_fraction is not None and algorithm.has_personal_models():
-            return (f"`strategy`={config.strategy!r} evaluates each client's own model, whose personal parts live "
-                    "on its Flower node, where the server cannot evaluate them; with `local_test_fraction` it runs "
-                    "in-process (`fedsim run`, `fedsim compare`)")
+            return SettingError("{strategy} evaluates each client's own model, whose personal parts live on its "
+                                "Flower node, where the server cannot evaluate them; with {local_test_fraction:name} "
+                                "it runs in-process (`fedsim run`, `fedsim compare`)", strategy=config.strategy)
         if resume and algorithm.stateful_clients:
-            return (f"`strategy`={config.strategy!r} keeps each client's state on its Flower node for one Flower run, "
-                    "which a resumed run would start without; rerun it from the start in a new folder")
+            return SettingError("{strategy} keeps each client's state on its Flower node for one Flower run, which a "
+                                "resumed run would start without; rerun it from the start in a new folder",
+                                strategy=config.strategy)
         return None
     refused = {"compression": config.compression != "none", "sync_bn": config.sync_bn, "amp": config.amp}
     for name, is_set in refused.items():
         if is_set:
-            return (f"the Flower engine runs `strategy`={config.strategy!r} with `{name}` unset; "
-                    f"`{name}`={getattr(config, name)!r} runs on `fedsim run` and `fedsim ddp`")
+            return SettingError("the Flower engine runs {strategy} with {setting:name} unset; {setting} runs on "
+                                "`fedsim run` and `fedsim ddp`", fields={"setting": name}, strategy=config.strategy,
+                                setting=getattr(config, name))
     return None
 
 
-def registered_here(config, where: str) -> str | None:
+def registered_here(config, where: str) -> SettingError | None:
     """Return why a model or dataset registered in this process only cannot reach ``where``'s processes, or ``None``.
 
     A name registered from the user's own code (``register_model`` in a script or a notebook)
@@ -219,18 +229,20 @@ def registered_here(config, where: str) -> str | None:
         module = getattr(factory, "__module__", "") or ""
         if module != "fedsim" and not module.startswith("fedsim."):
             source = "path/to/your_file.py" if module == "__main__" else module
-            return (f"`{name}`={value!r} is registered in this process only, and {where} runs in processes that "
-                    f"never import {module!r}; name it by reference instead: "
-                    f"`{name}`='{source}:{getattr(factory, '__qualname__', '...')}'")
+            return SettingError("{setting} is registered in this process only, and {where:text} runs in processes "
+                                "that never import {module:text}; name it by reference instead: {reference}",
+                                fields={"setting": name, "reference": name}, setting=value, where=where,
+                                module=repr(module),
+                                reference=f"{source}:{getattr(factory, '__qualname__', '...')}")
     return None
 
 
-def trains_alone_refusal(config, where: str) -> str | None:
-    """Return why ``vectorize``=True cannot run on ``where``, whose processes train one client at a time, or ``None``."""
+def trains_alone_refusal(config, where: str) -> SettingError | None:
+    """Return why ``vectorize``=True cannot run on ``where``, whose processes train a client at a time, or ``None``."""
     if config.vectorize:
-        return (f"`vectorize`=True trains a round's clients as cohorts in one process; {where} trains each client "
-                "alone in the process that serves it: leave `vectorize` out, or run it with `fedsim run` or "
-                "`fedsim compare`")
+        return SettingError("{vectorize} trains a round's clients as cohorts in one process; {where:text} trains each "
+                            "client alone in the process that serves it: leave {vectorize:name} out, or run it with "
+                            "`fedsim run` or `fedsim compare`", vectorize=True, where=where)
     return None
 
 
@@ -247,7 +259,7 @@ class Cell:
 
     strategy: str
     engine: str
-    reason: str | None
+    reason: SettingError | None
 
 
 def support_table(strategies=None) -> list[list[Cell]]:
@@ -263,9 +275,9 @@ def support_table(strategies=None) -> list[list[Cell]]:
 def format_support_table(rows: list[list[Cell]], wording=str) -> str:
     """Return ``rows`` (`support_table`) as a text table, each "no" numbered and its reason listed under it.
 
-    ``wording`` rewrites each reason (the command line names flags rather than fields).
+    ``wording`` words each reason (the command line names flags rather than fields).
     """
-    reasons: list[str] = []
+    reasons: dict[str, SettingError] = {}  # by their text: one note for the same reason of several cells
     lines = []
     for row in rows:
         cells = []
@@ -273,15 +285,14 @@ def format_support_table(rows: list[list[Cell]], wording=str) -> str:
             if cell.reason is None:
                 cells.append("yes")
                 continue
-            if cell.reason not in reasons:
-                reasons.append(cell.reason)
-            cells.append(f"no ({reasons.index(cell.reason) + 1})")
+            reasons.setdefault(str(cell.reason), cell.reason)
+            cells.append(f"no ({list(reasons).index(str(cell.reason)) + 1})")
         lines.append([shown(row[0].strategy), *cells])
     header = ["strategy", *(engine.column for engine in ENGINES.values())]
     widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
     text = ["  ".join(word.ljust(width) for word, width in zip(line, widths)).rstrip() for line in [header, *lines]]
     text.insert(1, "  ".join("-" * width for width in widths))
-    notes = [f"({number}) {wording(reason)}" for number, reason in enumerate(reasons, 1)]
+    notes = [f"({number}) {wording(reason)}" for number, reason in enumerate(reasons.values(), 1)]
     settings = ("Settings can refuse more where a method runs: a model or dataset registered in this process only "
                 "(on fedsim ddp and Flower), cohorts on fedsim ddp and Flower, gradient compression, SyncBatchNorm "
                 "or AMP with allreduce and reweighted on Flower, resuming the clients' states on Flower. Each run "

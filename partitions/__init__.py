@@ -6,6 +6,7 @@ Import without any deep-learning framework: ``partitions`` needs numpy and scipy
 
 from .balanced_dirichlet import balanced_dirichlet
 from .dirichlet import dirichlet
+from ._errors import SettingError, SettingPermissionError, SettingTypeError, SettingWarning
 from .extended_dirichlet import extended_dirichlet
 from .iid import iid
 from .local_test import split_local_test
@@ -19,6 +20,10 @@ from .shards import shards
 
 __all__ = [
     "Partition",
+    "SettingError",
+    "SettingPermissionError",
+    "SettingTypeError",
+    "SettingWarning",
     "balanced_dirichlet",
     "dirichlet",
     "extended_dirichlet",

@@ -12,6 +12,8 @@ import numbers
 
 import numpy as np
 
+from ._errors import SettingError, SettingTypeError
+
 
 def check_integer(name: str, value, *, minimum: int = 1) -> int:
     """Return ``value`` as an ``int`` after checking it is an integer >= ``minimum``.
@@ -32,12 +34,14 @@ def check_integer(name: str, value, *, minimum: int = 1) -> int:
     3
     >>> check_integer("rounds", 0)
     Traceback (most recent call last):
-    ValueError: `rounds` must be >= 1, got 0
+    partitions.SettingError: `rounds` must be >= 1, got 0
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"`{name}` must be an integer, got {value!r} ({type(value).__name__})")
+        raise SettingTypeError("{setting:name} must be an integer, got {got:text} ({kind:text})",
+                               fields={"setting": name}, setting=value, got=repr(value), kind=type(value).__name__)
     if value < minimum:
-        raise ValueError(f"`{name}` must be >= {minimum}, got {value}")
+        raise SettingError("{setting:name} must be >= {minimum:text}, got {setting:text}", fields={"setting": name},
+                           setting=value, minimum=minimum)
     return int(value)
 
 
@@ -59,13 +63,14 @@ def check_number(name: str, value, *, low: float, high: float = math.inf, low_op
     --------
     >>> check_number("fraction", 1.5, low=0.0, high=1.0, low_open=True, high_closed=True)
     Traceback (most recent call last):
-    ValueError: `fraction` must be in (0.0, 1.0], got 1.5
+    partitions.SettingError: `fraction` must be in (0.0, 1.0], got 1.5
     >>> check_number("alpha", float("nan"), low=0.0, low_open=True)
     Traceback (most recent call last):
-    ValueError: `alpha` must be a finite number > 0, got nan
+    partitions.SettingError: `alpha` must be a finite number > 0, got nan
     """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a number, got {value!r} ({type(value).__name__})")
+        raise SettingTypeError("{setting:name} must be a number, got {got:text} ({kind:text})",
+                               fields={"setting": name}, setting=value, got=repr(value), kind=type(value).__name__)
     too_low = value < low or (low_open and value == low)
     too_high = value > high or (not high_closed and value == high)
     if math.isnan(value) or too_low or too_high:
@@ -73,7 +78,8 @@ def check_number(name: str, value, *, low: float, high: float = math.inf, low_op
             expected = f"a finite number {'>' if low_open else '>='} {low:g}"
         else:
             expected = f"in {'(' if low_open else '['}{low}, {high}{']' if high_closed else ')'}"
-        raise ValueError(f"`{name}` must be {expected}, got {value}")
+        raise SettingError("{setting:name} must be {expected:text}, got {setting:text}", fields={"setting": name},
+                           setting=value, expected=expected)
     return float(value)
 
 
@@ -84,10 +90,11 @@ def check_choice(name: str, value, choices) -> None:
     --------
     >>> check_choice("device", "tpu", ("cpu", "cuda"))
     Traceback (most recent call last):
-    ValueError: unknown `device`='tpu'; known: cpu, cuda
+    partitions.SettingError: unknown `device`='tpu'; known: cpu, cuda
     """
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"unknown `{name}`={value!r}; known: {', '.join(choices)}")
+        raise SettingError("unknown {setting}; known: {choices:text}", fields={"setting": name}, setting=value,
+                           choices=", ".join(choices))
 
 
 def check_labels(labels) -> np.ndarray:
@@ -173,9 +180,8 @@ def check_num_partitions(num_partitions, num_samples: int) -> int:
     """Return ``num_partitions`` after checking 1 <= num_partitions <= num_samples."""
     num_partitions = check_integer("num_partitions", num_partitions, minimum=1)
     if num_partitions > num_samples:
-        raise ValueError(
-            f"`num_partitions` must be between 1 and the {num_samples} samples, got {num_partitions}"
-        )
+        raise SettingError("{num_partitions:name} must be between 1 and the {num_samples:text} samples, got "
+                           "{num_partitions:text}", num_partitions=num_partitions, num_samples=num_samples)
     return num_partitions
 
 
@@ -190,16 +196,17 @@ def check_concentration(alpha, name: str = "alpha", *, length: int | None = None
     except (TypeError, ValueError):
         array = None
     if array is None or array.ndim > 1:
-        raise TypeError(f"`{name}` must be a number or a 1-D sequence of numbers, got {alpha!r}")
+        raise SettingTypeError("{setting:name} must be a number or a 1-D sequence of numbers, got {got:text}",
+                               fields={"setting": name}, setting=alpha, got=repr(alpha))
     bad = ~np.isfinite(array) | (array <= 0)  # NaN is not finite, so it is caught here too
     if np.any(bad):
         shown = alpha if array.ndim == 0 else array[bad][0]
-        raise ValueError(f"`{name}` must be a finite number > 0, got {shown}")
+        raise SettingError("{setting:name} must be a finite number > 0, got {shown:text}", fields={"setting": name},
+                           setting=alpha, shown=shown)
     if array.ndim == 1 and length is not None and array.shape[0] != length:
-        raise ValueError(
-            f"`{name}` has {array.shape[0]} values but there are {length} {plural}; "
-            f"give one value per {what} or a scalar"
-        )
+        raise SettingError("{setting:name} has {given:text} values but there are {length:text} {plural:text}; give "
+                           "one value per {what:text} or a scalar", fields={"setting": name}, setting=alpha,
+                           given=array.shape[0], length=length, plural=plural, what=what)
     return array
 
 
@@ -212,23 +219,25 @@ def check_min_partition_size(min_partition_size, num_samples: int, num_partition
     """Check that ``num_partitions`` partitions of ``min_partition_size`` fit in the data."""
     size = check_integer("min_partition_size", min_partition_size, minimum=0)
     if size * num_partitions > num_samples:
-        largest = num_samples // num_partitions
-        raise ValueError(
-            f"`min_partition_size`={size} is unsatisfiable: {num_partitions} partitions of at least {size} "
-            f"need {size * num_partitions} samples but there are {num_samples}; "
-            f"use `min_partition_size` <= {largest} or fewer `num_partitions`"
+        raise SettingError(
+            "{min_partition_size} is unsatisfiable: {num_partitions:text} partitions of at least "
+            "{min_partition_size:text} need {needed:text} samples but there are {num_samples:text}; use "
+            "{min_partition_size:name} <= {largest:text} or fewer {num_partitions:name}",
+            min_partition_size=size, num_partitions=num_partitions, num_samples=num_samples,
+            needed=size * num_partitions, largest=num_samples // num_partitions,
         )
     return size
 
 
 def draw_until_min_size(draw, min_partition_size: int, max_tries: int, *, alpha, num_partitions: int,
-                        also: str | None = None):
+                        also: SettingError | None = None):
     """Call ``draw()`` until the smallest partition it reports reaches ``min_partition_size``.
 
     ``draw`` returns ``(result, smallest_partition_size)``. After ``max_tries`` draws without
-    success, raise a ``ValueError`` that names the largest minimum reached, which the same call
+    success, raise a `SettingError` that names the largest minimum reached, which the same call
     with that ``min_partition_size`` would accept, and the parameters that would help; ``also``
-    adds a remedy particular to the caller.
+    adds a remedy particular to the caller, an unraised `SettingError` ("turn on {self_balancing:name}")
+    so that the settings it names are worded as the rest of the message.
     """
     best_smallest = 0
     for _ in range(max_tries):
@@ -236,10 +245,11 @@ def draw_until_min_size(draw, min_partition_size: int, max_tries: int, *, alpha,
         if smallest >= min_partition_size:
             return result
         best_smallest = max(best_smallest, int(smallest))
-    raise ValueError(
-        f"could not give every partition `min_partition_size`={min_partition_size} samples in "
-        f"`max_tries`={max_tries} draws with `alpha`={alpha.tolist()} and `num_partitions`={num_partitions}: "
-        f"the best draw's smallest partition had {best_smallest} samples. Use `min_partition_size` <= "
-        f"{best_smallest}, a larger `alpha`, fewer `num_partitions` or more `max_tries`"
-        + (f"; or {also}" if also else "")
+    raise SettingError(
+        "could not give every partition {min_partition_size} samples in {max_tries} draws with {alpha} and "
+        "{num_partitions}: the best draw's smallest partition had {best:text} samples. Use "
+        "{min_partition_size:name} <= {best:text}, a larger {alpha:name}, fewer {num_partitions:name} or more "
+        "{max_tries:name}" + ("; or {also:text}" if also is not None else ""),
+        min_partition_size=min_partition_size, max_tries=max_tries, alpha=alpha.tolist(),
+        num_partitions=num_partitions, best=best_smallest, also=also,
     )

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from ._errors import SettingError, SettingPermissionError
+
 
 @contextlib.contextmanager
 def atomic_open(path, mode: int | None = None) -> Iterator[BinaryIO]:
@@ -100,12 +102,14 @@ def check_writable(path, name: str = "path") -> Path:
     """
     path = Path(path)
     if path.is_dir():
-        raise ValueError(f"`{name}`={str(path)!r} is a folder: give a file name")
+        raise SettingError("{setting} is a folder: give a file name", fields={"setting": name}, setting=str(path))
     folder = next(folder for folder in (path.parent, *path.parent.parents) if folder.exists())
     if not folder.is_dir():
-        raise ValueError(f"`{name}`={str(path)!r} cannot be written: {str(folder)!r} is a file, not a folder")
+        raise SettingError("{setting} cannot be written: {folder:text} is a file, not a folder",
+                           fields={"setting": name}, setting=str(path), folder=repr(str(folder)))
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"`{name}`={str(path)!r} cannot be written: the folder {str(folder)!r} is not writable")
+        raise SettingPermissionError("{setting} cannot be written: the folder {folder:text} is not writable",
+                                     fields={"setting": name}, setting=str(path), folder=repr(str(folder)))
     return path
 
 

@@ -13,6 +13,7 @@ from ._checks import (
     check_seed,
     draw_until_min_size,
 )
+from ._errors import SettingError
 from ._layout import class_blocks, cut_counts, split_class_blocks
 from .partition import Partition
 
@@ -91,7 +92,7 @@ def dirichlet(
 
     counts = draw_until_min_size(
         draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions,
-        also=None if self_balancing else "turn on `self_balancing`",
+        also=None if self_balancing else SettingError("turn on {self_balancing:name}"),
     )
     params = {
         "num_partitions": num_partitions,

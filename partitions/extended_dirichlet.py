@@ -14,6 +14,7 @@ from ._checks import (
     check_seed,
     draw_until_min_size,
 )
+from ._errors import SettingError
 from ._layout import cut_counts, split_class_blocks
 from .partition import Partition
 from .pathological import CLASS_ASSIGNMENT_MODES, check_classes_per_partition, hold_classes
@@ -113,7 +114,7 @@ def extended_dirichlet(
     present = np.count_nonzero(class_sizes)
     counts = draw_until_min_size(
         draw, min_partition_size, max_tries, alpha=alpha, num_partitions=num_partitions,
-        also="a larger `num_classes_per_partition`" if k < present else None,
+        also=SettingError("a larger {num_classes_per_partition:name}") if k < present else None,
     )
     params = {
         "num_partitions": num_partitions,

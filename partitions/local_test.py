@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import check_seed
+from ._errors import SettingError
 from .partition import Partition
 
 _STREAM = 1  # the split's random stream beside the seed
@@ -51,10 +52,11 @@ def split_local_test(partition: Partition, labels, fraction: float, *, seed: int
     """
     fraction = float(fraction)
     if not 0.0 < fraction < 1.0:
-        raise ValueError(f"`local_test_fraction` must be in (0, 1), got {fraction:g}: a share of each client's "
-                         "samples, leaving some to train on and some to test on")
+        raise SettingError("{local_test_fraction:name} must be in (0, 1), got {got:text}: a share of each client's "
+                           "samples, leaving some to train on and some to test on", local_test_fraction=fraction,
+                           got=f"{fraction:g}")
     if partition.local_test is not None:
-        raise ValueError("`partition` has a local test split already")
+        raise SettingError("{partition:name} has a local test split already")
     labels = np.asarray(labels)
     seed = check_seed(seed)
     # a stream of its own: the partitioner given the same seed drew from default_rng(seed)
@@ -62,8 +64,9 @@ def split_local_test(partition: Partition, labels, fraction: float, *, seed: int
     train, test = [], []
     for pid, part in enumerate(partition):
         if part.size < 2:
-            raise ValueError(f"`local_test_fraction` needs two samples in every client, one to train on and one to "
-                             f"test on; client {pid} holds {part.size}")
+            raise SettingError("{local_test_fraction:name} needs two samples in every client, one to train on and "
+                               "one to test on; client {client:text} holds {size:text}", local_test_fraction=fraction,
+                               client=pid, size=part.size)
         held = _held_back(part, labels[part] if labels.ndim == 1 else None, fraction, rng)
         test.append(part[held])
         train.append(part[~held])

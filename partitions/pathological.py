@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from ._checks import check_choice, check_integer, check_labels, check_num_partitions, check_seed
+from ._errors import SettingError, SettingWarning
 from ._layout import class_blocks, split_class_blocks
 from .partition import Partition
 
@@ -89,10 +90,8 @@ def check_classes_per_partition(num_classes_per_partition, labels: np.ndarray) -
     k = check_integer("num_classes_per_partition", num_classes_per_partition)
     present = np.count_nonzero(np.bincount(labels))
     if k > present:
-        raise ValueError(
-            f"`num_classes_per_partition`={k} exceeds the {present} classes in `labels`; "
-            f"use a value between 1 and {present}"
-        )
+        raise SettingError("{num_classes_per_partition} exceeds the {present:text} classes in `labels`; use a value "
+                           "between 1 and {present:text}", num_classes_per_partition=k, present=present)
     return k
 
 
@@ -116,18 +115,23 @@ def hold_classes(
     short = np.flatnonzero((holders > class_sizes) & (holders > 0))
     if short.size:
         c = short[0]
-        raise ValueError(
-            f"class {c} has {class_sizes[c]} samples but {holders[c]} partitions hold it, so some would get "
-            f"none of it; use fewer `num_partitions` or a smaller `num_classes_per_partition`"
+        raise SettingError(
+            "class {c:text} has {size:text} samples but {holders:text} partitions hold it, so some would get none of "
+            "it; use fewer {num_partitions:name} or a smaller {num_classes_per_partition:name}",
+            c=c, size=class_sizes[c], holders=holders[c], num_partitions=num_partitions, num_classes_per_partition=k,
         )
     unheld = present[holders[present] == 0]
     if unheld.size:
+        shown = ", ".join(map(str, unheld[:10])) + (", ..." if unheld.size > 10 else "")
         warnings.warn(
-            f"{unheld.size} classes ({', '.join(map(str, unheld[:10]))}{', ...' if unheld.size > 10 else ''}) "
-            f"are held by no partition and their {class_sizes[unheld].sum()} samples are left out; use "
-            f"`class_assignment_mode`='first-deterministic' or 'deterministic' with `num_partitions` >= "
-            f"{present.size}, or a larger `num_classes_per_partition`",
-            UserWarning,
+            SettingWarning(
+                "{count:text} classes ({shown:text}) are held by no partition and their {left:text} samples are left "
+                "out; use {class_assignment_mode:name}='first-deterministic' or 'deterministic' with "
+                "{num_partitions:name} >= {present:text}, or a larger {num_classes_per_partition:name}",
+                count=unheld.size, shown=shown, left=class_sizes[unheld].sum(), present=present.size,
+                class_assignment_mode=class_assignment_mode, num_partitions=num_partitions,
+                num_classes_per_partition=k,
+            ),
             stacklevel=3,  # this function, the public partitioner, then the user's call
         )
     return order, class_sizes, holds

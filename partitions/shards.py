@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import check_labels, check_num_partitions, check_integer, check_seed
+from ._errors import SettingError
 from ._layout import class_blocks, split_by_owner
 from .partition import Partition
 
@@ -56,9 +57,11 @@ def shards(
     largest = labels.size // num_shards
     if shard_size is None:
         if largest == 0:
-            raise ValueError(
-                f"`num_partitions`={num_partitions} x `shards_per_partition`={per_partition} = {num_shards} shards "
-                f"exceed the {labels.size} samples; use fewer partitions or shards"
+            raise SettingError(
+                "{num_partitions} x {shards_per_partition} = {num_shards:text} shards exceed the {samples:text} "
+                "samples; use fewer partitions or shards",
+                num_partitions=num_partitions, shards_per_partition=per_partition, num_shards=num_shards,
+                samples=labels.size,
             )
         shard_size = largest
     shard_size = check_integer("shard_size", shard_size)

@@ -33,4 +33,4 @@ if __name__ == "__main__":
     except (ValueError, TypeError) as error:  # as `fedsim` words it: the flag at fault
         from fedsim.cli.flag_messages import flag_message
 
-        sys.exit(f"fedsim: error: {flag_message(str(error))}")
+        sys.exit(f"fedsim: error: {flag_message(error)}")

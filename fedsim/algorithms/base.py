@@ -75,6 +75,10 @@ class Option:
         ``high_closed``).
     help : str
         What it is, for ``--help`` and error messages.
+    setting : str, optional
+        The run's setting (a `fedsim.config.RunConfig` field) that gives the value, where a flag of
+        its own sets it (FedProx's ``mu`` is ``--mu``, MOON's ``mu`` is ``--moon-mu``); ``None``: the
+        option is set with ``algorithm_options``.
     """
 
     default: int | float
@@ -83,6 +87,7 @@ class Option:
     low_open: bool = False
     high_closed: bool = False
     help: str = ""
+    setting: str | None = None
 
     def check(self, name: str, value):
         """Return ``value`` checked against the type and range, the error naming option ``name``."""
@@ -252,6 +257,8 @@ class Algorithm:
         self.num_params = sum(1 for _ in model.parameters())
         self._option_values = {name: option.default for name, option in self.options.items()}
         self._option_values.update(getattr(config, "algorithm_options", None) or {})
+        self._option_values.update({name: getattr(config, option.setting) for name, option in self.options.items()
+                                    if option.setting is not None})
 
     def option(self, name: str):
         """Return the value of the method's option ``name`` (declared in ``options``): the run's, or its default."""

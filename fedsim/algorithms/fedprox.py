@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Algorithm, LocalTerms
+from .base import Algorithm, LocalTerms, Option
 
 
 class Proximal(LocalTerms):
@@ -60,11 +60,8 @@ class FedProx(Algorithm):
     name = "fedprox"
     needs_client_loop = False  # the proximal gradient vanishes at the one step the fusion takes
     vectorizable = True  # the proximal term broadcasts over a cohort's stacked rows
-
-    def __init__(self, config, model, global_state):
-        super().__init__(config, model, global_state)
-        self.mu = config.mu
+    options = {"mu": Option(0.0, low=0.0, help="the proximal weight", setting="mu")}
 
     def local_terms(self, client, global_state) -> Proximal:
         """The proximal term around the round's global parameters."""
-        return Proximal(global_state[: self.num_params], self.mu)
+        return Proximal(global_state[: self.num_params], self.option("mu"))

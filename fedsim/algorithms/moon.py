@@ -31,7 +31,7 @@ from torch.func import functional_call, vmap
 from torch.nn import functional as F
 
 from ..client.update import set_state
-from .base import Algorithm, LocalTerms
+from .base import Algorithm, LocalTerms, Option
 from .client_state import ClientStates
 
 
@@ -206,12 +206,15 @@ class Moon(Algorithm):
 
     stateful_clients = True
     vectorizable = True  # the contrasts stacked (ClientContrast.stacked), for a model without its own representation
+    options = {"mu": Option(1.0, low=0.0, low_open=True, help="the contrastive loss's weight", setting="moon_mu"),
+               "temperature": Option(0.5, low=0.0, low_open=True, help="the contrastive loss's temperature",
+                                     setting="moon_temperature")}
 
     def __init__(self, config, model, global_state):
         super().__init__(config, model, global_state)
         if not hasattr(model, "representation"):
             representation_layer(model)  # a model with neither is refused before any round
-        self.contrast = ModelContrast(model, mu=config.moon_mu, temperature=config.moon_temperature)
+        self.contrast = ModelContrast(model, mu=self.option("mu"), temperature=self.option("temperature"))
         self.client_states = ClientStates(global_state)
 
     def local_terms(self, client, global_state) -> ClientContrast | None:

@@ -13,7 +13,7 @@ how to continue, and exit status 130 or 143 (128 + the signal's number, as a she
 run whose loss or model stops being finite ends with one line naming the round and the setting to
 lower, and exit status 3 (`fedsim.interrupts.DIVERGED`), so that a script can tell it from bad input.
 A bug in the user's own code (a method's hook that returns what its contract forbids,
-`fedsim.references.UserCodeError`) ends with one line naming the function and its file, and exit
+`fedsim.user_code.UserCodeError`) ends with one line naming the function and its file, and exit
 status 1 (`USER_CODE_FAILED`): no flag fixes it.
 """
 
@@ -166,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     hidden=("strategy",))  # --strategies names them; --strategy gets its own error
     compare.add_argument("--strategies", default=None,
                          help="comma-separated strategies, each run on the same partition and initial model "
-                              f"(default: the settings file's `strategies`, or {DEFAULT_STRATEGIES})")
+                              f"(default: strategies in the --config file, or {DEFAULT_STRATEGIES})")
     compare.add_argument("--engine", choices=("inprocess", "flower"), default="inprocess",
                          help="run the strategies in this process (default), or as a Flower app on Flower's "
                               "simulation engine, one virtual SuperNode per partition")
@@ -199,7 +199,7 @@ def main(argv=None) -> int:
     from .launch import LaunchInterrupted
     from ..interrupts import DIVERGED, RunDiverged, RunInterrupted, exit_status, ignore_stop_signals, stop_on_sigterm
     from ..interrupts import stop_signal, stopped_by
-    from ..references import UserCodeError
+    from ..user_code import UserCodeError
 
     stop_on_sigterm()  # SIGTERM then stops a run as Ctrl-C does, through the same handlers
     parser = build_parser()
@@ -218,15 +218,15 @@ def main(argv=None) -> int:
     if rank:
         name = f"fedsim ddp rank {rank}"
     warnings.showwarning = (lambda *_, **__: None) if follower else (lambda message, *_, **__: print(
-        f"{name}: warning: {flag_message(str(message))}", file=sys.stderr))
+        f"{name}: warning: {flag_message(message)}", file=sys.stderr))
     try:
         args.handler(args)
     except (ValueError, TypeError) as error:
-        parser.exit(2, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
+        parser.exit(2, "" if follower else f"{name}: error: {flag_message(error)}\n")
     except (RuntimeError, OSError) as error:
-        parser.exit(2, f"{name}: error: {flag_message(str(error))}\n")
+        parser.exit(2, f"{name}: error: {flag_message(error)}\n")
     except RunDiverged as error:
-        parser.exit(DIVERGED, "" if follower else f"{name}: error: {flag_message(str(error))}\n")
+        parser.exit(DIVERGED, "" if follower else f"{name}: error: {flag_message(error)}\n")
     except UserCodeError as error:  # the user's code at fault, named as it is written: no flag to swap in
         parser.exit(USER_CODE_FAILED, "" if follower else f"{name}: error: {error}\n")
     except (RunInterrupted, LaunchInterrupted) as stop:

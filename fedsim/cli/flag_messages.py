@@ -1,50 +1,51 @@
-"""The library's parameter names in an error message turned back into the flags the user typed (`flag_message`)."""
+"""An error or warning worded in the flags the user typed (`flag_message`), from the settings it carries.
+
+Every fedsim error that names a setting carries it (`fedsim.checks.SettingError`); the command line
+words each as the flag that sets it, a switch as typed (``--amp``, ``--no-fused``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import re
 
+from partitions._errors import parameter_word
+
+from ..checks import NAMED_ALONE, Worded
 from ..config.run_config import RunConfig
-from .flags import PARAMETER_ALIASES, config_flag
+from .flags import FLAG_TYPES, PARAMETER_ALIASES, config_flag
 
 PARAMETER_FLAGS = {field.name: config_flag(field.name) for field in dataclasses.fields(RunConfig)}
 PARAMETER_FLAGS.update({alias: PARAMETER_FLAGS[field] for alias, field in PARAMETER_ALIASES.items()})
 # a settings file's keys beside the fields, and the training commands' own flags
 PARAMETER_FLAGS.update(strategies="--strategies", out="--out", resume="--resume", workers="--workers")
 # The true/false fields, whose flags are switches (--amp / --no-amp) rather than --amp=True.
-SWITCHES = frozenset({"resume", *(field.name for field in dataclasses.fields(RunConfig) if "bool" in str(field.type))})
+SWITCHES = frozenset({"resume", *(name for name, kind in FLAG_TYPES.items() if kind is bool)})
 
 
-def flag_message(message: str) -> str:
-    """Return an error message with each backticked library parameter replaced by the flag that sets it.
-
-    A registry's ``name`` takes the flag of the field its kind names ("unknown dataset
-    `name`" -> ``--dataset``); the keys of dataset options (after "option") stay as they are.
+def flag_word(name: str, value=NAMED_ALONE) -> str:
+    """Return how the command line names setting ``name`` (a field or a library parameter), with its value.
 
     Examples
     --------
-    >>> flag_message("`num_classes_per_partition`=11 exceeds the 10 classes in `labels`")
-    '`--classes-per-partition`=11 exceeds the 10 classes in `labels`'
-    >>> flag_message("unknown dataset `name`='imagenet'")
-    "unknown dataset `--dataset`='imagenet'"
-    >>> flag_message("`fused`=False does nothing with `strategy`='scaffold'")
-    "`--no-fused` does nothing with `--strategy`='scaffold'"
+    >>> flag_word("num_classes_per_partition", 11), flag_word("amp", True), flag_word("fused", False)
+    ('`--classes-per-partition`=11', '`--amp`', '`--no-fused`')
+    >>> flag_word("strategy")
+    '`--strategy`'
     """
+    flag = PARAMETER_FLAGS.get(name)
+    if flag is None:  # a parameter no flag sets (`labels` of a library function)
+        return parameter_word(name, value)
+    if value is NAMED_ALONE:
+        return f"`{flag}`"
+    if name in SWITCHES and isinstance(value, bool):
+        return f"`{flag}`" if value else f"`--no-{flag[2:]}`"
+    return f"`{flag}`={value!r}"
 
-    def switch(match: re.Match) -> str:
-        name, value = match.group(1), match.group(2)
-        if name not in SWITCHES:
-            return match.group(0)
-        return f"`{config_flag(name)}`" if value == "True" else f"`--no-{config_flag(name)[2:]}`"
 
-    message = re.sub(r"`(\w+)`=(True|False)\b", switch, message)  # a switch as typed: --amp, --no-fused
+def flag_message(error) -> str:
+    """Return an error's or warning's message with each setting it names worded as its flag (`flag_word`).
 
-    def swap(match: re.Match) -> str:
-        word, name = match.group(1), match.group(2)
-        if word == "option":
-            return match.group(0)
-        flag = PARAMETER_FLAGS.get(word if name == "name" else name)
-        return match.group(0) if flag is None else f"{word + ' ' if word else ''}`{flag}`"
+    ``error`` is an exception, a warning or a message; one that carries no settings reads as it is.
+    """
+    return error.worded(flag_word) if isinstance(error, Worded) else str(error)
 
-    return re.sub(r"(?:\b(\w+) )?`(\w+)`", swap, message)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .settings import config_from_args, prepare, report
 from .flags import OneLineParser, add_training_command, add_verbose_flag
-from ..interrupts import STOP_SIGNALS, checkpoint_place, exit_status, stopped_by
+from ..interrupts import STOP_SIGNALS, RunFailed, checkpoint_place, exit_status, stopped_by
 
 #: The longest ``--timeout``: a week, in seconds.
 MAX_TIMEOUT_S = 7 * 24 * 3600
@@ -62,8 +62,8 @@ def command_ddp(args) -> None:
         if status != 0 and (diverged := diverged_run(args.out, config)) is not None:
             raise diverged
         if status != 0:
-            raise RuntimeError(f"torchrun exited with status {status}: a rank failed (torchrun's report above "
-                               f"names it){resume_hint(args.out)}")
+            raise RunFailed("torchrun exited with status {status:text}: a rank failed (torchrun's report above "
+                            "names it){advice:text}", status=status, advice=resume_hint(args.out))
         return
     world_size, leader = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"]) == 0
     if args.nproc is not None and args.nproc != world_size:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ..checks import SettingError
 from ..config.comparison import check_same_strategies
-from ..config.files import merge_settings, read_settings, strategy_list
+from ..config.files import merge_settings, read_settings, strategy_list, with_source
 from ..config.run_config import RunConfig
 from ..config.strategies import canonical_names
 
@@ -35,7 +36,8 @@ def settings_from_args(args) -> tuple[dict, str]:
     if hasattr(args, "resume"):  # a command that trains into a results folder
         args.out = args.out or from_file.get("out")  # the flag wins
         if not args.out:
-            raise ValueError("`--out` is required: name the results folder (or set `out` in the `--config` file)")
+            raise SettingError("`--out` is required: name the results folder (or set {out:name} in the `--config` "
+                               "file)", out=args.out)
         saved = recorded_settings(Path(args.out), args.command) if args.resume else {}
     from_file.pop("out", None)
     if args.command == "compare":
@@ -99,7 +101,7 @@ def config_from_args(args) -> RunConfig:
     except (ValueError, TypeError) as error:
         if source == "the flags":
             raise
-        raise type(error)(f"{error} (settings from {source} and the flags)") from None
+        raise with_source(error, "{reason:text} (settings from {source:text} and the flags)", source=source) from None
 
 
 def prepare(config: RunConfig):

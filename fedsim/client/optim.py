@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ..checks import check_choice, check_number
+from ..checks import SettingError, check_choice, check_number
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -56,7 +56,7 @@ class OptimizerConfig:
         check_number("momentum", self.momentum, low=0.0, high=1.0)
         check_number("weight_decay", self.weight_decay, low=0.0)
         if self.nesterov and (self.name != "sgd" or self.momentum == 0):
-            raise ValueError("`nesterov`=True needs `name`='sgd' and `momentum` > 0")
+            raise SettingError("`nesterov`=True needs `name`='sgd' and {momentum:name} > 0")
 
     def build(self, params):
         """Return a new optimizer over ``params`` (state starts empty, as for a fresh client)."""

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..checks import check_integer
+from ..checks import SettingError, check_integer
 from ..data import add_feature_noise, augment, normalize
 from .optim import OptimizerConfig
 
@@ -51,7 +51,7 @@ class LocalTraining:
 
     def __post_init__(self):
         if (self.epochs is None) == (self.local_steps is None):
-            raise ValueError("give exactly one of `epochs` and `local_steps`")
+            raise SettingError("give exactly one of `epochs` and {local_steps:name}")
         check_integer("epochs" if self.epochs is not None else "local_steps",
                       self.epochs if self.epochs is not None else self.local_steps, minimum=1)
         check_integer("batch_size", self.batch_size, minimum=1)

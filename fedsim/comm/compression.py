@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from ..checks import SettingError
 from ..config.validation import COMPRESSIONS
 
 __all__ = ["COMPRESSIONS", "check_in_process", "dequantize_mean", "int8_scale", "quantize_int8", "simulate", "wire_bytes"]
@@ -50,8 +51,8 @@ def dequantize_mean(quantized_sum: torch.Tensor, scale: torch.Tensor, world_size
 def check_in_process(scheme: str) -> str:
     """Return ``scheme`` if the in-process engine can apply it; refuse PowerSGD, which lives in DDP's buckets."""
     if scheme == "powersgd":
-        raise ValueError("`compression`='powersgd' runs on `fedsim ddp` only: its random projections and error "
-                         "feedback live in DDP's gradient buckets; use fp16, bf16 or int8 in-process")
+        raise SettingError("{compression} runs on `fedsim ddp` only: its random projections and error feedback live "
+                           "in DDP's gradient buckets; use fp16, bf16 or int8 in-process", compression=scheme)
     return scheme
 
 
@@ -88,7 +89,8 @@ def simulate(gradients: list[list[torch.Tensor]], scheme: str, world_size: int, 
             quantized_sum = sum(quantize_int8(t, scale).to(torch.int32) for t in tensors)
             combined.append(dequantize_mean(quantized_sum, scale, world_size, dtype))
         else:
-            raise ValueError(f"unknown `compression`={scheme!r}; known: {', '.join(COMPRESSIONS)}")
+            raise SettingError("unknown {compression}; known: {known:text}", compression=scheme,
+                               known=", ".join(COMPRESSIONS))
     return combined
 
 

@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 from ..aggregate import aggregation_weights
+from ..checks import SettingError, check_choice
 from .compression import (
     POWERSGD_MIN_COMPRESSION_RATE,
     POWERSGD_START_STEP,
@@ -85,7 +86,8 @@ class RankWeights:
         dist.all_reduce(exchange, group=self.process_group)
         members = exchange[: self.world_size].nonzero().flatten().tolist()
         if not members:
-            raise RuntimeError("`weights`='dynamic': no rank called RankWeights.contribute(score) before backward")
+            raise SettingError("{weights}: no rank called RankWeights.contribute(score) before backward",
+                               weights=self.rule)
         scores = exchange[self.world_size :][members].tolist()
         weights = aggregation_weights("dynamic", self.sizes, members, num_ranks=self.world_size, scores=scores,
                                       temperature=self.temperature)
@@ -196,8 +198,7 @@ def averaging_hook(compression: str, *, powersgd_rank: int = 2, seed: int = 0):
         return (one_bucket_at_a_time(hook) if dist.get_backend() == "gloo" else hook), state
     hooks = {"fp16": default_hooks.fp16_compress_hook, "bf16": default_hooks.bf16_compress_hook,
              "int8": int8_compress_hook}
-    if compression not in hooks:
-        raise ValueError(f"unknown `compression`={compression!r}; known: none, {', '.join(hooks)}, powersgd")
+    check_choice("compression", compression, ("none", *hooks, "powersgd"))
     return hooks[compression], None
 
 

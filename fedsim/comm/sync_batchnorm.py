@@ -17,6 +17,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from ..checks import SettingError
+
 
 class _SumOverRanks(torch.autograd.Function):
     """All-reduce (sum) whose backward all-reduces the gradient: every rank's loss reaches every input."""
@@ -143,11 +145,13 @@ def check_sync_bn(model: torch.nn.Module, sits_out: bool) -> None:
     shadows only DDP's gradient all-reduce, not these.
     """
     if not has_batchnorm(model):
-        raise ValueError("`sync_bn`=True needs a model with BatchNorm layers and this one has none; "
-                         "set `norm`='batch' or leave `sync_bn` off")
+        raise SettingError("{sync_bn} needs a model with BatchNorm layers and this one has none; set {norm} or "
+                           "leave {sync_bn:name} off", sync_bn=True, norm="batch")
     if sits_out:
-        raise ValueError("`sync_bn`=True needs every rank at every step, but some rank sits out steps (its shard "
-                         "is empty, or runs out first under `uneven`='join'); use `uneven`='cycle' and no empty shard")
+        raise SettingError("{sync_bn} needs every rank at every step, but some rank sits out steps (its shard is "
+                           "empty, or runs out first under {joined}); use {cycled} and no empty shard",
+                           fields={"joined": "uneven", "cycled": "uneven"}, sync_bn=True, joined="join",
+                           cycled="cycle")
 
 
 def sync_bn_bytes(model: torch.nn.Module) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 
-from ..checks import check_choice
+from ..checks import SettingError, check_choice
 from .run_config import FIELD_NAMES, RunConfig, setting_defaults
 from .validation import WEIGHT_RULES
 from .keys import field_values
@@ -51,20 +51,18 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
     names = check_strategy_names(strategies)
     values = field_values(mapping, source, FIELD_NAMES)
     if "strategy" in values:
-        raise ValueError(
-            f"`strategy`={values['strategy']!r} does not apply to a comparison, which runs each strategy in "
-            f"`strategies`; remove it and list the strategies in `strategies`"
-        )
+        raise SettingError("{strategy} does not apply to a comparison, which runs each strategy in {strategies:name}; "
+                           "remove it and list the strategies in {strategies:name}", strategy=values["strategy"],
+                           strategies=names)
     weights = values.pop("weights", None)
     if weights is not None:
         check_choice("weights", weights, WEIGHT_RULES)
         for name in names:
             rules = get_strategy(name).weight_rules
             if len(rules) > 1 and weights not in rules:
-                raise ValueError(
-                    f"`weights`={weights!r} does not apply to {name!r} in `strategies`, which takes "
-                    f"{', '.join(rules)}; use one of those or remove {name!r} from `strategies`"
-                )
+                raise SettingError("{weights} does not apply to {listed:text} in {strategies:name}, which takes "
+                                   "{rules:text}; use one of those or remove {listed:text} from {strategies:name}",
+                                   weights=weights, strategies=names, listed=repr(name), rules=", ".join(rules))
     rules = {name: rule_for(name, weights) for name in names}
     defaults = setting_defaults()
     options = values.get("algorithm_options") or {}
@@ -72,12 +70,12 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
         if field not in defaults or value == defaults[field]:
             continue
         if not any(get_strategy(name).reads(field, rules[name]) for name in names):
-            raise ValueError(unread_message(field, value, rules, comparison=True))
+            raise unread_message(field, value, rules, comparison=True)
         check_option_meant(field, value, rules, options)
     unread = [option for option in options if not any(get_strategy(name).own_options({option: 0}) for name in names)]
     if unread:
-        raise ValueError(f"`algorithm_options` sets {unread[0]!r}, which no strategy in `strategies`="
-                         f"{','.join(names)!r} declares; remove it")
+        raise SettingError("{algorithm_options:name} sets {option:text}, which no strategy in {strategies} declares; "
+                           "remove it", algorithm_options=options, option=repr(unread[0]), strategies=",".join(names))
     configs = {}
     for name in names:
         strategy = get_strategy(name)
@@ -123,5 +121,6 @@ def comparison_settings(configs: Mapping[str, RunConfig]) -> dict:
 def check_same_strategies(out, saved: list[str] | None, given: list[str]) -> None:
     """Refuse to resume the comparison in ``out``, which compares ``saved``, with other strategies ``given``."""
     if saved is not None and list(saved) != list(given):
-        raise ValueError(f"cannot resume {out}: it compares {','.join(saved)}, not {','.join(given)}; "
-                         f"resume with `strategies`={','.join(saved)!r} (or leave it out), or choose another `out`")
+        raise SettingError("cannot resume {out:text}: it compares {strategies:text}, not {given:text}; resume with "
+                           "{strategies} (or leave it out), or choose another {out:name}", out=out,
+                           strategies=",".join(saved), given=",".join(given))

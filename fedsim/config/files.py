@@ -13,6 +13,7 @@ from pathlib import Path
 
 from partitions._io import read_text
 
+from ..checks import SettingError, SettingTypeError
 from .keys import field_values, line_of
 from .run_config import FIELD_NAMES, RunConfig
 from .partitioning import SCHEME_SETTINGS
@@ -70,8 +71,9 @@ def read_settings(path, command: str = "run") -> dict:
         if table in (None, command):
             settings = merge_settings(settings, values)
     if "strategies" in settings and command != "compare":
-        raise ValueError(f"{path}{line_of(text, 'strategies', command if command in tables else None)}: "
-                         f"`strategies` is read by `fedsim compare` only; put it in a [compare] table")
+        where = f"{path}{line_of(text, 'strategies', command if command in tables else None)}"
+        raise SettingError("{where:text}: {strategies:name} is read by `fedsim compare` only; put it in a [compare] "
+                           "table", where=where, strategies=settings["strategies"])
     return settings
 
 
@@ -106,7 +108,8 @@ def _check_value(name: str, value, path: Path, line: str) -> None:
     """Check one setting of a file on its own; the error names the file and the line."""
     if name == "out":
         if not isinstance(value, str) or not value:
-            raise TypeError(f"{path}{line}: `out` must be a folder path (text), got {value!r}")
+            raise SettingTypeError("{where:text}: {out:name} must be a folder path (text), got {got:text}",
+                                   where=f"{path}{line}", out=value, got=repr(value))
         return
     if name == "strategies":
         from .strategies import check_strategy_names
@@ -114,16 +117,32 @@ def _check_value(name: str, value, path: Path, line: str) -> None:
         try:
             check_strategy_names(strategy_list(value))
         except (ValueError, TypeError) as error:
-            raise type(error)(f"{path}{line}: {error}") from None
+            raise with_source(error, "{where:text}: {reason:text}", where=f"{path}{line}") from None
         return
     if name == "algorithm_options":  # an algorithm's own: checked against its declarations with the strategy
         if not isinstance(value, dict):
-            raise TypeError(f"{path}{line}: `algorithm_options` must be a table of option = value, got {value!r}")
+            raise SettingTypeError("{where:text}: {algorithm_options:name} must be a table of option = value, got "
+                                   "{got:text}", where=f"{path}{line}", algorithm_options=value, got=repr(value))
         return
     try:
         RunConfig(**_where_read(name), **{name: value})
     except (ValueError, TypeError) as error:
-        raise type(error)(f"{path}{line}: {error}") from None
+        raise with_source(error, "{where:text}: {reason:text}", where=f"{path}{line}") from None
+
+
+def with_source(error: ValueError | TypeError, template: str, **values) -> SettingError | SettingTypeError:
+    """Return ``error`` told with where its settings come from: a `SettingError` (`SettingTypeError` for a
+    ``TypeError``) of ``template``, whose ``{reason:text}`` is ``error``, worded with it.
+
+    Examples
+    --------
+    >>> error = with_source(SettingError("{mu} must be >= 0", mu=-1.0), "{where:text}: {reason:text}",
+    ...                     where="run.toml, line 2")
+    >>> str(error), error.worded(lambda name, value: f"`--{name}`={value!r}")
+    ('run.toml, line 2: `mu`=-1.0 must be >= 0', 'run.toml, line 2: `--mu`=-1.0 must be >= 0')
+    """
+    kind = SettingTypeError if isinstance(error, TypeError) else SettingError
+    return kind(template, reason=error, **values)
 
 
 def strategy_list(value) -> list[str]:
@@ -132,7 +151,8 @@ def strategy_list(value) -> list[str]:
         return [name.strip() for name in value.split(",") if name.strip()]
     if isinstance(value, list) and all(isinstance(name, str) for name in value):
         return [name.strip() for name in value]
-    raise TypeError(f"`strategies` must be a list of strategy names or comma-separated text, got {value!r}")
+    raise SettingTypeError("{strategies:name} must be a list of strategy names or comma-separated text, got {got:text}",
+                           strategies=value, got=repr(value))
 
 
 def merge_settings(base: Mapping, overrides: Mapping) -> dict:

@@ -6,6 +6,8 @@ import numpy as np
 
 import partitions
 
+from ..checks import SettingError, check_choice
+
 SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity",
            "extended-dirichlet", "balanced-dirichlet", "natural")
 
@@ -40,20 +42,21 @@ def check_scheme_settings(scheme: str | None, settings: dict, defaults: dict) ->
     --------
     >>> check_scheme_settings("iid", {"alpha": 0.1}, {"alpha": 0.5})
     Traceback (most recent call last):
-    ValueError: `alpha`=0.1 does nothing with `partition`='iid' (it is the Dirichlet concentration of dirichlet, quantity, extended-dirichlet and balanced-dirichlet); remove it or use `partition`='dirichlet'
+    partitions.SettingError: `alpha`=0.1 does nothing with `partition`='iid' (it is the Dirichlet concentration of dirichlet, quantity, extended-dirichlet and balanced-dirichlet); remove it or use `partition`='dirichlet'
     """
     if scheme is None:
         given = [name for name in ("partition", *SCHEME_SETTINGS) if settings.get(name, defaults[name]) != defaults[name]]
         if given:
-            raise ValueError(f"`{given[0]}`={settings[given[0]]!r} does nothing with `partition_file`, whose "
-                             f"partition is made already; remove one of the two")
+            raise SettingError("{setting} does nothing with {partition_file:name}, whose partition is made already; "
+                               "remove one of the two", fields={"setting": given[0]}, setting=settings[given[0]],
+                               partition_file=settings.get("partition_file"))
         return
     for name, (schemes, purpose) in SCHEME_SETTINGS.items():
         if name in settings and settings[name] != defaults[name] and scheme not in schemes:
-            raise ValueError(
-                f"`{name}`={settings[name]!r} does nothing with `partition`={scheme!r} (it is {purpose} of "
-                f"{_and(schemes)}); remove it or use `partition`={schemes[0]!r}"
-            )
+            raise SettingError("{setting} does nothing with {partition} (it is {purpose:text} of {schemes:text}); "
+                               "remove it or use {reader}", fields={"setting": name, "reader": "partition"},
+                               setting=settings[name], partition=scheme, purpose=purpose, schemes=_and(schemes),
+                               reader=schemes[0])
 
 
 def _and(names) -> str:
@@ -121,6 +124,7 @@ def make_partition(
     ...                class_assignment_mode="deterministic").sizes.tolist()
     [25, 25, 25, 25]
     """
+    check_choice("scheme", scheme, SCHEMES)
     labels = np.asarray(labels)
     multilabel = labels.ndim == 2
     if scheme == "natural":
@@ -133,7 +137,8 @@ def make_partition(
         )
     if scheme == "dirichlet" and multilabel:
         if self_balancing:
-            raise ValueError("`self_balancing` applies to single-label data; leave it off for multi-label data")
+            raise SettingError("{self_balancing:name} applies to single-label data; leave it off for multi-label data",
+                               self_balancing=self_balancing)
         return partitions.multilabel_dirichlet(
             labels, num_partitions, alpha, min_partition_size=min_partition_size, max_tries=max_tries, seed=seed
         )
@@ -141,7 +146,7 @@ def make_partition(
         return partitions.dirichlet(labels, num_partitions, alpha, min_partition_size=min_partition_size,
                                     self_balancing=self_balancing, max_tries=max_tries, seed=seed)
     if scheme in ("pathological", "shards", "extended-dirichlet", "balanced-dirichlet") and multilabel:
-        raise ValueError(f"`scheme`={scheme!r} needs single-label data; use 'dirichlet' or 'iid' for multi-label")
+        raise SettingError("{scheme} needs single-label data; use 'dirichlet' or 'iid' for multi-label", scheme=scheme)
     if scheme == "pathological":
         return partitions.pathological(
             labels, num_partitions, classes_per_partition, class_assignment_mode=class_assignment_mode, seed=seed
@@ -156,21 +161,21 @@ def make_partition(
         )
     if scheme == "balanced-dirichlet":
         return partitions.balanced_dirichlet(labels, num_partitions, alpha=alpha, seed=seed)
-    raise ValueError(f"unknown `scheme`={scheme!r}; known: {', '.join(SCHEMES)}")
+    raise AssertionError(f"the scheme {scheme!r} of SCHEMES is made by no branch of make_partition")
 
 
 def natural_partition(client_ids, num_partitions: int, dataset: str | None = None) -> partitions.Partition:
     """Return `partitions.natural` of ``client_ids``, refusing data without ids and a count that differs."""
     if client_ids is None:
-        named = "`dataset`" if dataset is None else f"`dataset`={dataset!r}"
-        raise ValueError(f"`partition`='natural' needs the client each training sample came from, and {named} "
-                         "has none: give the npz file a `client_train` array (one id per training sample), or "
-                         "return a `Dataset` with `train_client_ids`")
+        named = "{dataset:name}" if dataset is None else "{dataset}"  # the dataset's name where it is known
+        raise SettingError("{partition} needs the client each training sample came from, and " + named + " has "
+                           "none: give the npz file a `client_train` array (one id per training sample), or return "
+                           "a `Dataset` with `train_client_ids`", partition="natural", dataset=dataset)
     partition = partitions.natural(client_ids)
     if partition.num_partitions != num_partitions:
-        raise ValueError(f"`partition`='natural' makes {partition.num_partitions} partitions, one per client id of "
-                         f"the dataset, but `num_partitions` is {num_partitions}; set `num_partitions` to "
-                         f"{partition.num_partitions}")
+        raise SettingError("{partition} makes {made:text} partitions, one per client id of the dataset, but "
+                           "{num_partitions:name} is {num_partitions:text}; set {num_partitions:name} to {made:text}",
+                           partition="natural", made=partition.num_partitions, num_partitions=num_partitions)
     return partition
 
 
@@ -185,7 +190,8 @@ def partition_for(config, labels, client_ids=None) -> partitions.Partition:
     if fraction is None:
         return partition
     if partition.local_test is not None:
-        raise ValueError("`partition_file` holds local test sets already; leave `local_test_fraction` out")
+        raise SettingError("{partition_file:name} holds local test sets already; leave {local_test_fraction:name} out",
+                           partition_file=config.partition_file, local_test_fraction=fraction)
     partition = partitions.split_local_test(partition, labels, fraction, seed=config.seed)
     holdout = getattr(config, "holdout_clients", None)
     return partition if holdout is None else hold_out(partition, holdout, config.seed)
@@ -218,8 +224,10 @@ def hold_out(partition: partitions.Partition, share: float, seed: int) -> partit
     """
     count = holdout_count(share, partition.num_partitions)
     if not 1 <= count < partition.num_partitions:
-        raise ValueError(f"`holdout_clients`={share:g} of {partition.num_partitions} clients holds out {count}: it "
-                         f"must hold out at least one and leave at least one to train")
+        # the share in %g, short beside the counts (0.123457 of 10 clients), rather than its full repr
+        raise SettingError("{holdout_clients:name}={share:text} of {clients:text} clients holds out {count:text}: it "
+                           "must hold out at least one and leave at least one to train", holdout_clients=share,
+                           share=f"{share:g}", clients=partition.num_partitions, count=count)
     rng = np.random.default_rng([seed, HOLDOUT_STREAM])
     held = sorted(int(k) for k in rng.choice(partition.num_partitions, size=count, replace=False))
     train = [np.empty(0, np.int64) if k in held else part for k, part in enumerate(partition)]
@@ -255,18 +263,17 @@ def load_partition_file(path, labels=None, num_partitions: int | None = None) ->
     try:
         partition = partitions.Partition.load(path)
     except (FileNotFoundError, ValueError) as error:  # missing, a folder, not UTF-8, not a partition
-        raise ValueError(f"`partition_file`: {error}") from None
+        raise SettingError("{partition_file:name}: {reason:text}", partition_file=path, reason=error) from None
     if labels is None:
         return partition
     num_samples = len(labels)
     if partition.num_samples != num_samples:
-        raise ValueError(
-            f"`partition_file` {path} partitions {partition.num_samples} samples but the dataset's training split "
-            f"has {num_samples}: it was made for another dataset (or `dataset_options`)"
-        )
+        raise SettingError("{partition_file:name} {partition_file:text} partitions {made:text} samples but the "
+                           "dataset's training split has {samples:text}: it was made for another dataset (or "
+                           "{dataset_options:name})", partition_file=path, made=partition.num_samples,
+                           samples=num_samples)
     if num_partitions is not None and partition.num_partitions != num_partitions:
-        raise ValueError(
-            f"`partition_file` {path} holds {partition.num_partitions} partitions but `num_partitions` is "
-            f"{num_partitions}; set `num_partitions` to {partition.num_partitions}"
-        )
+        raise SettingError("{partition_file:name} {partition_file:text} holds {made:text} partitions but "
+                           "{num_partitions:name} is {num_partitions:text}; set {num_partitions:name} to {made:text}",
+                           partition_file=path, made=partition.num_partitions, num_partitions=num_partitions)
     return partition

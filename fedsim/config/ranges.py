@@ -1,6 +1,8 @@
 """The valid range of every numeric setting of `fedsim.config.RunConfig`, as `fedsim.checks.check_number` takes it,
 and the float32 bound of those that multiply the model's tensors."""
 
+from ..checks import SettingError
+
 #: Setting name -> the keywords of `fedsim.checks.check_number` (``low``, ``high``, ``low_open``, ``high_closed``).
 #: An optional setting (default ``None``) is checked only when it is given.
 NUMBER_RANGES = {
@@ -49,12 +51,13 @@ def check_float32_scalars(config) -> None:
     >>> from types import SimpleNamespace
     >>> check_float32_scalars(SimpleNamespace(**{**dict.fromkeys(FLOAT32_BOUNDS, 1.0), "server_lr": 1e40}))
     Traceback (most recent call last):
-    ValueError: `server_lr` must be in (0.0, 3.4028234663852886e+38] with `dtype`='float32', got 1e+40: beyond that, float32 cannot hold a number the run multiplies the model's tensors by
+    partitions.SettingError: `server_lr` must be in (0.0, 3.4028234663852886e+38] with `dtype`='float32', got 1e+40: beyond that, float32 cannot hold a number the run multiplies the model's tensors by
     """
     for name, bound in FLOAT32_BOUNDS.items():
         value = getattr(config, name)
         if value is not None and value > bound:
-            interval = NUMBER_RANGES[name]
-            raise ValueError(f"`{name}` must be in {'(' if interval.get('low_open') else '['}{interval['low']}, "
-                             f"{bound}] with `dtype`='float32', got {value}: beyond that, float32 cannot hold a "
-                             "number the run multiplies the model's tensors by")
+            limits = NUMBER_RANGES[name]
+            interval = f"{'(' if limits.get('low_open') else '['}{limits['low']}, {bound}]"
+            raise SettingError("{setting:name} must be in {interval:text} with {dtype}, got {setting:text}: beyond "
+                               "that, float32 cannot hold a number the run multiplies the model's tensors by",
+                               fields={"setting": name}, setting=value, interval=interval, dtype="float32")

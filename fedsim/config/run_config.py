@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, fields
 
+from .field_docs import with_parameters
 from .keys import field_values
 from .partitioning import CLASS_ASSIGNMENT_MODE
 from .strategies import SETTINGS, get_strategy, run_label
@@ -34,142 +35,14 @@ class RunConfig:
 
     `for_strategy` switches a config to another strategy, resetting the fields it does not read.
 
-    Parameters
-    ----------
-    strategy : {"allreduce", "reweighted", "fedavg", "scaffold", "fednova", "moon"} or reference
-        `fedsim.config.strategies`; scaffold, fednova and moon are FedAvg's round changed by `fedsim.algorithms.base`.
-        A reference ``package.module:Name`` or ``path/to/file.py:Name`` names a user's
-        `fedsim.algorithms.Algorithm` subclass (a file's path is stored absolute).
-    dataset, model : str
-        Registry names (`fedsim datasets`, `fedsim models`), or references to a user's dataset
-        loader or model factory, as for ``strategy``.
-    data_root : str, optional
-        Folder of the dataset files (`fedsim.data.load_dataset`'s ``root``).
-    dataset_options : dict
-        The dataset's own options, e.g. ``{"label_granularity": "coarse"}`` for cifar100 or
-        ``{"image_size": 28}`` for digits (``--dataset-option KEY=VALUE`` on the command line).
-    download : bool
-        Let torchvision download a dataset's missing files (needs a network); a run may turn it
-        on when resumed.
-    partition_file : str, optional
-        A saved `partitions.Partition` (JSON) to train on instead of making one from the
-        partition settings, which must then stay at their defaults; ``num_partitions`` must
-        match the file's.
-    norm : str, optional
-        Normalisation layers of the model ('batch', 'group', 'none'); the model's default if unset.
-    partition : str
-        Partition scheme: iid, dirichlet, pathological, shards, quantity, extended-dirichlet (#C=k with
-        Dir(alpha) among a partition's classes), balanced-dirichlet (Dir(alpha) with equal sizes) or
-        natural (one client per id of the dataset's ``train_client_ids``, such as an npz file's
-        ``client_train``; ``num_partitions`` must be the number of ids).
-    alpha, classes_per_partition, num_partitions, min_partition_size, shards_per_partition
-        The partition's parameters, as `fedsim partition` takes them.
-    class_assignment_mode : {"first-deterministic", "random", "deterministic"}
-        How pathological #C=k picks each partition's classes. The default, NIID-Bench's
-        ``"first-deterministic"``, gives partition ``i`` class ``i mod C`` first, so every class is
-        held once there are as many partitions as classes; ``"random"`` (the default of
-        `partitions.pathological` and flwr-datasets) with 10 partitions, 10 classes and k = 2
-        leaves some class held by no one in three draws out of four.
-    self_balancing : bool
-        Dirichlet partition: NIID-Bench's balance step (`partitions.dirichlet`).
-    max_tries : int
-        Dirichlet, extended-Dirichlet and quantity partitions: draws made to meet ``min_partition_size``.
-    rounds : int
-        Rounds to run; every strategy reports once per round, after a FedAvg round's worth of
-        samples (``fraction * local_epochs * N``, or ``fraction * K * local_steps * batch_size``).
-    local_epochs, local_steps : int
-        FedAvg's local work per round; ``local_steps`` (tau), when set, replaces the epochs.
-    batch_size, lr, momentum, weight_decay : number
-        The training optimizer (SGD). For allreduce/reweighted it is the one global optimizer, as
-        in a DDP script; for fedavg it is each client's, started fresh every round.
-    micro_batches : int
-        Gradient accumulation: each batch of a rank or client in this many forward/backward
-        passes before its one optimizer step (DDP's ``no_sync()`` for all but the last).
-    fraction : float
-        FedAvg's fraction C of clients sampled each round, in (0, 1].
-    weights : {"equal", "size", "class-balanced", "dynamic"}
-        How ranks or clients are weighted: allreduce uses ``equal``; reweighted any; fedavg
-        ``size`` (n_k / n, its default) or ``equal``. ``class-balanced`` weights each sample's
-        loss by `fedsim.aggregate.class_balance_weights` and the ranks equally.
-    dynamic_rule, temperature
-        For ``weights="dynamic"``: weights ``softmax(score_k / temperature)`` with the score the
-        rank's mean loss (``"loss"``) or the cosine of its gradient to the mean gradient (``"cosine"``).
-    mu : float
-        FedAvg's FedProx proximal weight.
-    moon_mu, moon_temperature : float
-        MOON's contrastive-loss weight and temperature (Li et al.'s mu and tau; defaults 1 and 0.5).
-    client_state_memory : float
-        MiB the clients' states (SCAFFOLD's control variates, MOON's previous models) may take in
-        memory in a ``fedsim run``; beyond it the least recently used spill to a file in the run
-        folder (`fedsim.algorithms.client_state`). It changes no result, so a resumed run may change it.
-    algorithm_options : dict
-        A user's algorithm's own settings, name -> value, as its class declares them
-        (`fedsim.algorithms.Option`; ``--algorithm-option NAME=VALUE`` on the command line).
-    feature_noise : float
-        NIID-Bench's feature-noise skew: partition ``i`` of ``K`` gets Gaussian input noise of
-        standard deviation ``feature_noise * i / (K - 1)`` (`partitions.feature_noise_levels`).
-    server_lr, server_momentum : float
-        FedAvg's server optimizer (plain averaging is lr 1, momentum 0; FedAvgM sets momentum).
-    server_optimizer : {"sgd", "adagrad", "adam", "yogi"}
-        FedAvg's server optimizer: SGD, or FedOpt's FedAdagrad, FedAdam, FedYogi (`fedsim.algorithms.fedopt`).
-    server_beta1, server_beta2, server_tau : float
-        FedOpt's moment decays and adaptivity bound (Reddi et al.'s beta1, beta2, tau; defaults
-        0.9, 0.99, 1e-3); beta2 is read by adam and yogi only.
-    uneven : {"join", "cycle"}
-        allreduce/reweighted with shards of different sizes: ``join`` lets a rank that has run out
-        sit out the rest of the epoch (the sum is still divided by K, as DDP's ``Join`` does);
-        ``cycle`` restarts it on its reshuffled shard.
-    seed : int
-    device : {"cpu", "cuda", "auto"}
-    dtype : {"float32", "float64"}
-        The number type of the model, its updates and the server state. float64 makes every
-        engine's arithmetic exact enough to compare engines to ~1e-10; float32 is the fast default.
-    amp : bool
-    eval_every, checkpoint_every : int
-        Evaluate and checkpoint every that many rounds (and always after the last).
-    local_test_fraction : float, optional
-        In (0, 1): each client's share of samples held back, stratified, to evaluate on (``clients.csv``).
-    eval_clients_every : int, optional
-        Evaluate on the local test sets every that many rounds (and after the last); default ``eval_every``.
-    client_target : float
-        The accuracy in [0, 1] whose share of clients at or above it ``metrics.csv`` reports.
-    client_dropout, stragglers : float
-        FedAvg's round: each sampled client fails to return with chance ``client_dropout`` in [0, 1);
-        a share ``stragglers`` of a round's clients does partial work (epochs or steps from 1 to E).
-    tensorboard : str, optional
-        A folder to write every row as TensorBoard scalars into, one TensorBoard run per strategy
-        (``pip install 'fedsim[tensorboard]'``); runs that write a results folder.
-    holdout_clients : float, optional
-        In (0, 1): a seeded share of clients never trains, evaluated as unseen clients; FedAvg's round.
-    personalize_steps : int, optional
-        FedAvg-FT: each client fine-tunes the global model this many steps before its local test.
-    label_smoothing : float
-    compression : {"none", "fp16", "bf16", "int8", "powersgd"}
-        allreduce/reweighted: how each rank's gradient travels (`fedsim.comm.compression`); bytes are
-        counted at the compressed size. ``powersgd`` runs on ``fedsim ddp`` only.
-    powersgd_rank : int
-        PowerSGD's matrix approximation rank.
-    fused : bool
-        allreduce/reweighted: one forward of K x B samples with per-sample loss weights where that
-        keeps per-rank semantics (no BatchNorm, no dropout, no cosine
-        rule); otherwise a loop over ranks. FedAvg's round: the clients whose round is one SGD
-        step on one batch train in one forward and backward
-        (`fedsim.engines.inprocess.one_step`); otherwise a loop over clients.
-    vectorize : bool, optional
-        FedAvg's round in-process: train a round's clients in cohorts with torch.func
-        (`fedsim.engines.inprocess.vectorized`). ``None``: where it applies; ``True``: refused where not.
-    vectorize_chunk : int
-        The most clients a cohort trains at once (three model copies each: parameters, gradients, state).
-    sync_bn : bool
-        allreduce/reweighted: BatchNorm statistics over every rank's batch at once
-        (`fedsim.comm.sync_batchnorm`), rather than each rank's own. The weighted rules then weigh each
-        rank's loss, not its gradient, so that the sum is the gradient of the weighted loss.
+    Every field's meaning is in the Parameters section below, made from
+    `fedsim.config.field_docs.FIELD_DOCS`, the text the command line's help shows too.
 
     Examples
     --------
     >>> RunConfig(strategy="allreduce", mu=5.0)
     Traceback (most recent call last):
-    ValueError: `mu`=5.0 does nothing with `strategy`='allreduce' (it is FedAvg's FedProx weight); remove it or use `strategy`='fedavg'
+    partitions.SettingError: `mu`=5.0 does nothing with `strategy`='allreduce' (it is FedAvg's FedProx weight); remove it or use `strategy`='fedavg'
     >>> RunConfig(strategy="fedavg", mu=5.0).for_strategy("allreduce").mu
     0.0
     """
@@ -320,6 +193,7 @@ class RunConfig:
         return dataclasses.replace(config, **changes)
 
 
+RunConfig.__doc__ = with_parameters(RunConfig)
 _FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
 #: Every setting's name: the keys a ``config.json`` or a settings file may hold (besides a file's own).
 FIELD_NAMES = frozenset(field.name for field in fields(RunConfig))

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..checks import SettingError, SettingTypeError
 from ..references import Wanted, canonical, did_you_mean, is_reference, shown
 from ..registry import Registry
 
@@ -38,7 +39,8 @@ class Setting:
     strategies : frozenset of str
         The strategies that read it.
     purpose : str
-        What it is, for error messages ("FedAvg's FedProx weight").
+        What it is, for error messages ("FedAvg's FedProx weight"): a piece of their template, where a
+        setting it names is a placeholder (``{compression:name}``) and a literal brace is doubled.
     weights : str, optional
         The weight rule it belongs to: read only when ``weights`` is this rule.
     """
@@ -84,7 +86,7 @@ SETTINGS: dict[str, Setting] = {
     "vectorize": Setting(LOCAL, "the clients trained as cohorts (in-process)"),
     "vectorize_chunk": Setting(LOCAL, "the most clients a cohort trains at once"),
     "compression": Setting(_GRADIENT, "allreduce and reweighted's gradient compression"),
-    "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with `compression`='powersgd'"),
+    "powersgd_rank": Setting(_GRADIENT, "PowerSGD's rank, with {compression:name}='powersgd'"),
     "sync_bn": Setting(_GRADIENT, "allreduce and reweighted's BatchNorm over all ranks' batches"),
     "dynamic_rule": Setting(frozenset({"reweighted"}), "the dynamic weights' score", weights="dynamic"),
     "temperature": Setting(frozenset({"reweighted"}), "the dynamic weights' softmax temperature", weights="dynamic"),
@@ -147,13 +149,22 @@ class Strategy:
         False
         """
         if setting == "algorithm_options":
-            return self.algorithm is not None and bool(self.algorithm.options)
+            return bool(self.options)
         return setting not in SETTINGS or SETTINGS[setting].read_by(self, weights)
+
+    @property
+    def options(self) -> dict:
+        """Return the options of a user's algorithm that ``algorithm_options`` sets (name -> `Option`).
+
+        An option that a setting of its own gives (`fedsim.algorithms.Option`'s ``setting``, FedProx's
+        ``mu``) is set by that setting's flag, not here.
+        """
+        declared = {} if self.algorithm is None else self.algorithm.options
+        return {name: option for name, option in declared.items() if option.setting is None}
 
     def own_options(self, options: Mapping) -> dict:
         """Return the entries of ``options`` (name -> value) that this strategy's algorithm declares."""
-        declared = {} if self.algorithm is None else self.algorithm.options
-        return {name: value for name, value in options.items() if name in declared}
+        return {name: value for name, value in options.items() if name in self.options}
 
     def describe(self, config) -> str:
         """Return a one-line description of this strategy under ``config``, named as its row and folder (``config.label``).
@@ -184,11 +195,11 @@ def is_algorithm_class(value) -> bool:
 def user_strategy(algorithm, reference: str) -> Strategy:
     """Return the strategy of a user's algorithm class (the object ``reference`` names); refuse anything else."""
     if not is_algorithm_class(algorithm):
-        raise TypeError(f"`strategy`={shown(reference)!r} is {_kind(algorithm)}, not a subclass of "
-                        "fedsim.algorithms.Algorithm")
+        raise SettingTypeError("{strategy} is {kind:text}, not a subclass of fedsim.algorithms.Algorithm",
+                               strategy=shown(reference), kind=_kind(algorithm))
     if algorithm.name in _BUILT_IN:
-        raise ValueError(f"`strategy`={shown(reference)!r} is called {algorithm.name!r}, a built-in strategy's name; "
-                         "give the class a `name` of its own")
+        raise SettingError("{strategy} is called {called:text}, a built-in strategy's name; give the class a `name` "
+                           "of its own", strategy=shown(reference), called=repr(algorithm.name))
     return Strategy(reference, local_training=True, weight_rules=("size", "equal"), algorithm=algorithm)
 
 
@@ -201,8 +212,9 @@ def named_values(strategy: Strategy, config, defaults: Mapping) -> dict:
         if current == defaults[name]:
             values[name] = value
         elif name == "server_optimizer" and current != value:
-            raise ValueError(f"`strategy`={strategy.name!r} is fedavg with `server_optimizer`={value!r}; it "
-                             f"cannot take `server_optimizer`={current!r}: use `strategy`='fed{current}'")
+            raise SettingError("{strategy} is fedavg with {server_optimizer}; it cannot take {given}: use {named}",
+                               fields={"given": "server_optimizer", "named": "strategy"}, strategy=strategy.name,
+                               server_optimizer=value, given=current, named=f"fed{current}")
     return values
 
 
@@ -281,19 +293,22 @@ def check_strategy_names(strategies: Iterable[str]) -> list[str]:
     --------
     >>> check_strategy_names(["fedavg", "fedavg"])
     Traceback (most recent call last):
-    ValueError: `strategies` names 'fedavg' twice; name each strategy once
+    partitions.SettingError: `strategies` names 'fedavg' twice; name each strategy once
     """
     names = list(strategies)
     if not names:
-        raise ValueError(f"`strategies` is empty: name at least one of {', '.join(list_strategies())}")
+        raise SettingError("{strategies:name} is empty: name at least one of {known:text}", strategies=names,
+                           known=", ".join(list_strategies()))
     for name in names:
         if name not in STRATEGIES and not is_reference(name):
-            raise ValueError(f"unknown strategy {name!r} in `strategies`; known: {', '.join(list_strategies())}"
-                             f"{did_you_mean(name, list_strategies())}")
+            raise SettingError("unknown strategy {unknown:text} in {strategies:name}; known: {known:text}{close:text}",
+                               strategies=names, unknown=repr(name), known=", ".join(list_strategies()),
+                               close=did_you_mean(name, list_strategies()))
     labels = [get_strategy(name).label for name in names]
     repeated = next((label for i, label in enumerate(labels) if label in labels[:i]), None)
     if repeated is not None:
-        raise ValueError(f"`strategies` names {repeated!r} twice; name each strategy once")
+        raise SettingError("{strategies:name} names {repeated:text} twice; name each strategy once", strategies=names,
+                           repeated=repr(repeated))
     return names
 
 

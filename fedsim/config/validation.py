@@ -13,7 +13,7 @@ from pathlib import Path
 
 from partitions.pathological import CLASS_ASSIGNMENT_MODES
 
-from ..checks import check_choice, check_integer, check_number
+from ..checks import SettingError, SettingTypeError, check_choice, check_integer, check_number
 from ..references import canonical, is_reference, split_format
 from .client_evaluation import check_client_evaluation
 from .combinations import check_gradient_settings, check_server_optimizer, check_vectorize
@@ -79,7 +79,8 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
     object.__setattr__(config, "algorithm_options", check_algorithm_options(strategy, config.algorithm_options))
     check_choice("partition", config.partition, SCHEMES)
     if not isinstance(config.dataset_options, dict):
-        raise TypeError(f"`dataset_options` must be a table of option = value, got {config.dataset_options!r}")
+        raise SettingTypeError("{dataset_options:name} must be a table of option = value, got {got:text}",
+                               dataset_options=config.dataset_options, got=repr(config.dataset_options))
     check_choice("dynamic_rule", config.dynamic_rule, DYNAMIC_RULES)
     check_choice("uneven", config.uneven, UNEVEN_MODES)
     check_choice("compression", config.compression, COMPRESSIONS)
@@ -88,8 +89,9 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
     check_choice("dtype", config.dtype, DTYPES)
     check_choice("class_assignment_mode", config.class_assignment_mode, CLASS_ASSIGNMENT_MODES)
     for name in ("amp", "fused", "self_balancing", "download", "sync_bn"):
-        if not isinstance(getattr(config, name), bool):
-            raise TypeError(f"`{name}` must be true or false, got {getattr(config, name)!r}")
+        if not isinstance(value := getattr(config, name), bool):
+            raise SettingTypeError("{setting:name} must be true or false, got {got:text}", fields={"setting": name},
+                                   setting=value, got=repr(value))
     # Store the checked values as plain int and float, so that NumPy scalars save to config.json too.
     integers = {name: 1 for name in ("rounds", "local_epochs", "batch_size", "num_partitions", "eval_every",
                                      "checkpoint_every", "classes_per_partition", "shards_per_partition",
@@ -107,39 +109,40 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
     object.__setattr__(config, "weights", config.weights or strategy.weight_rules[0])
     allowed = strategy.weight_rules
     if config.weights not in allowed:
-        raise ValueError(
-            f"`weights`={config.weights!r} does not apply to `strategy`={config.strategy!r}; "
-            f"use one of {', '.join(allowed)}"
-            + ("" if config.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})")
-        )
+        known = "" if config.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})"
+        raise SettingError("{weights} does not apply to {strategy}; use one of {allowed:text}{known:text}",
+                           weights=config.weights, strategy=config.strategy, allowed=", ".join(allowed), known=known)
     if config.micro_batches > config.batch_size:
-        raise ValueError(f"`micro_batches`={config.micro_batches} must be at most `batch_size`={config.batch_size}: "
-                         "each micro-batch needs a sample")
+        raise SettingError("{micro_batches} must be at most {batch_size}: each micro-batch needs a sample",
+                           micro_batches=config.micro_batches, batch_size=config.batch_size)
     if config.local_steps is not None and config.local_epochs != 1:
-        raise ValueError(f"`local_epochs`={config.local_epochs} does nothing when `local_steps`={config.local_steps} "
-                         "sets the local work; give one of the two")
+        raise SettingError("{local_epochs} does nothing when {local_steps} sets the local work; give one of the two",
+                           local_epochs=config.local_epochs, local_steps=config.local_steps)
     check_client_evaluation(config, defaults, strategy.local_training)
     check_vectorize(config, defaults)
     if config.tensorboard is not None:  # absolute: a Flower ServerApp runs in another folder
         check_tensorboard_installed()
         object.__setattr__(config, "tensorboard", str(Path(config.tensorboard).expanduser().resolve()))
     if config.amp and config.dtype == "float64":
-        raise ValueError("`amp`=True computes in bfloat16/float16, which defeats `dtype`='float64'; "
-                         "use one of the two")
+        raise SettingError("{amp} computes in bfloat16/float16, which defeats {dtype}; use one of the two", amp=True,
+                           dtype="float64")
     if config.data_root is not None and not isinstance(config.data_root, str):
-        raise TypeError(f"`data_root` must be a folder path (text), got {config.data_root!r}")
-    for name, flag in (("root", "data_root"), ("download", "download"), ("seed", "seed")):
+        raise SettingTypeError("{data_root:name} must be a folder path (text), got {got:text}",
+                               data_root=config.data_root, got=repr(config.data_root))
+    for name, field in (("root", "data_root"), ("download", "download"), ("seed", "seed")):
         if name in config.dataset_options:
-            raise ValueError(f"`dataset_options` may not set {name!r}: it is the setting `{flag}`; "
-                             f"set that instead")
+            raise SettingError("{dataset_options:name} may not set {option:text}: it is the setting {field:name}; "
+                               "set that instead", fields={"field": field}, dataset_options=config.dataset_options,
+                               option=repr(name), field=getattr(config, field))
     if config.partition_file is not None:
         if not isinstance(config.partition_file, str):
-            raise TypeError(f"`partition_file` must be a file path (text), got {config.partition_file!r}")
+            raise SettingTypeError("{partition_file:name} must be a file path (text), got {got:text}",
+                                   partition_file=config.partition_file, got=repr(config.partition_file))
         check_scheme_settings(None, config.to_dict(), defaults)
     check_scheme_settings(config.partition, config.to_dict(), defaults)
     for name, default in strategy_defaults.items():
         value = getattr(config, name)
         if value != default and not strategy.reads(name, config.weights):
-            raise ValueError(unread_message(name, value, {config.strategy: config.weights}, comparison=False))
+            raise unread_message(name, value, {config.strategy: config.weights}, comparison=False)
     check_server_optimizer(config, defaults)
     check_gradient_settings(config)

@@ -11,6 +11,16 @@ from pathlib import Path
 
 from partitions._io import atomic_open
 
+from ..checks import Worded
+
+
+class DatasetFilesError(Worded, RuntimeError):
+    """A dataset's files are missing or unreadable: the machine's state, not a value out of range.
+
+    A `RuntimeError`, as the environment's errors are, that carries the settings it names
+    (``download``, ``root``) so that the command line words them as its flags.
+    """
+
 
 def files_error(
     name: str,
@@ -20,8 +30,8 @@ def files_error(
     cause: BaseException,
     hint: str = "",
     gzipped_ok: bool = False,
-) -> RuntimeError:
-    """Return the `RuntimeError` that says which files ``name`` needs where, and how to get them.
+) -> DatasetFilesError:
+    """Return the `DatasetFilesError` that says which files ``name`` needs where, and how to get them.
 
     Parameters
     ----------
@@ -38,12 +48,13 @@ def files_error(
     gzipped_ok : bool, default False
         Whether the loader also takes each file gzipped, as ``<name>.gz`` (see `gunzip_missing`).
     """
+    end = (f"; {hint}" if hint else "") + "."
     missing = [path for path in required if not path.is_file()]
     if not missing:
         # torchvision checks the idx headers with bare asserts, whose message is empty.
         reason = f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__
         message = f"dataset {name!r}: could not load the files in {required[0].parent} ({reason})"
-        return RuntimeError(message + (f"; {hint}" if hint else "") + ".")
+        return DatasetFilesError("{message:text}", message=message + end)
     folder = missing[0].parent
     names = ", ".join(path.name if path.parent == folder else str(path) for path in missing)
     message = f"dataset {name!r}: missing files in {folder}: {names}"
@@ -54,12 +65,12 @@ def files_error(
         offline = _unreachable(cause) or any(sign in reason for sign in _NO_NETWORK_SIGNS)
         message += "Downloading them failed: no network could be reached" if offline else "Downloading them failed"
         message += f" ({reason[:300]}); run where a network exists, or put the files there yourself"
-    else:
-        message += (
-            "Turn on `download` on a machine with a network to fetch them, or put the files there yourself "
-            "(`root`, or $FEDSIM_DATA, names another folder)"
-        )
-    return RuntimeError(message + (f"; {hint}" if hint else "") + ".")
+        return DatasetFilesError("{message:text}", message=message + end)
+    return DatasetFilesError(
+        "{message:text}Turn on {download:name} on a machine with a network to fetch them, or put the files there "
+        "yourself ({root:name}, or $FEDSIM_DATA, names another folder){end:text}",
+        message=message, download=download, end=end,
+    )
 
 
 # What urllib's and torchvision's errors say when no host can be reached.

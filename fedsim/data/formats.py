@@ -28,7 +28,8 @@ import torch
 
 from partitions.natural import check_ids
 
-from ..references import split_format
+from ..checks import SettingError
+from ..references import quoted, split_format
 from .dataset import Dataset
 
 
@@ -37,12 +38,13 @@ def load_format(name: str) -> Dataset:
     fmt, path = split_format(name)
     path = Path(path).expanduser()
     if not path.exists():
-        raise ValueError(f"`dataset`={name!r}: no {'file' if fmt == 'npz' else 'folder'} {str(path)!r}")
+        raise SettingError("{dataset}: no {what:text} {path:text}", dataset=name,
+                           what="file" if fmt == "npz" else "folder", path=repr(str(path)))
     try:
         return load_npz(path, name) if fmt == "npz" else load_imagefolder(path, name)
     except (ValueError, TypeError, KeyError, OSError) as error:
-        message = str(error) if not isinstance(error, KeyError) else f"it lacks the array {error}"
-        raise ValueError(f"`dataset`={name!r}: {message}") from None
+        reason = quoted(error) if not isinstance(error, KeyError) else f"it lacks the array {error}"
+        raise SettingError("{dataset}: {reason:text}", dataset=name, reason=reason) from None
 
 
 def load_npz(path: Path, name: str) -> Dataset:

@@ -8,9 +8,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from fedsim.checks import SettingTypeError, check_integer
 from fedsim.references import calling, check_callable, split_format
 from fedsim.registry import Registry
-from partitions._checks import check_integer
 
 from .dataset import Dataset
 from .files import removed_on_failure
@@ -31,13 +31,14 @@ def user_dataset(loader, reference: str) -> Callable[..., Dataset]:
     def load(**arguments) -> Dataset:
         data = calling(reference, "dataset", loader, **arguments)
         if not isinstance(data, Dataset):
-            raise TypeError(f"`dataset`={reference!r} returned a {type(data).__name__}, not a fedsim.data.Dataset")
+            raise SettingTypeError("{dataset} returned a {kind:text}, not a fedsim.data.Dataset", dataset=reference,
+                                   kind=type(data).__name__)
         return data
 
     return load
 
 
-_DATASETS: Registry[Callable[..., Dataset]] = Registry("dataset", "name", from_reference=user_dataset)
+_DATASETS: Registry[Callable[..., Dataset]] = Registry("dataset", from_reference=user_dataset)
 
 # Arguments `load_dataset` passes to a factory that declares them; every other parameter of a
 # factory is one of its options.
@@ -123,13 +124,14 @@ def load_dataset(name: str, *, root=None, download: bool = False, seed: int = 0,
     """
     if split_format(name) is not None:
         if options:
-            raise TypeError(f"`dataset`={name!r} takes no options; got {', '.join(sorted(options))}")
+            raise SettingTypeError("{dataset} takes no options; got {options:text}", dataset=name,
+                                   options=", ".join(sorted(options)))
         from .formats import load_format
 
         return load_format(name)
     factory = _DATASETS.get(name)
     if not isinstance(download, bool):
-        raise TypeError(f"`download` must be a bool, got {download!r}")
+        raise SettingTypeError("{download:name} must be a bool, got {got:text}", download=download, got=repr(download))
     check_integer("seed", seed, minimum=0)
     parameters = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from partitions._checks import check_integer
+from fedsim.checks import SettingError, check_integer
 
 from .dataset import Dataset
 from .load import list_datasets, load_dataset, register_dataset
@@ -43,16 +43,18 @@ def multi_mnist(
     num_train, num_test : int, optional
         Number of images to build; by default as many as the base split holds.
     """
-    # named as the dataset option it is: an error about `name` would be reported as the flag --dataset
+    # named as the dataset option it is: the registry's error would name the setting `dataset`
     if base not in list_datasets():
-        raise ValueError(f"`dataset_options` base={base!r} of 'multi-mnist' names no dataset; known: "
-                         f"{', '.join(name for name in list_datasets() if name != 'multi-mnist')}")
+        raise SettingError("{dataset_options:name} base={base:text} of 'multi-mnist' names no dataset; known: "
+                           "{known:text}", base=repr(base),
+                           known=", ".join(name for name in list_datasets() if name != "multi-mnist"))
     source = load_dataset(base, root=root, download=download, seed=seed)
     if source.multilabel:
-        raise ValueError(f"`dataset_options` base must be a single-label dataset, got the multi-label {base!r}")
+        raise SettingError("{dataset_options:name} base must be a single-label dataset, got the multi-label "
+                           "{base:text}", base=repr(base))
     if source.image_size % GRID:
-        raise ValueError(f"`dataset_options` base={base!r} has images of side {source.image_size}; an even side "
-                         "is needed")
+        raise SettingError("{dataset_options:name} base={base:text} has images of side {side:text}; an even side is "
+                           "needed", base=repr(base), side=source.image_size)
     train_rng, test_rng = (np.random.default_rng([seed, stream]) for stream in range(2))
     train_images, train_labels = _compose(source, "train", _count(num_train, "num_train", source.num_train), train_rng)
     test_images, test_labels = _compose(source, "test", _count(num_test, "num_test", source.num_test), test_rng)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedsim.checks import check_choice
+
 from .load import default_root, list_datasets
 from .mnist_family import DEBIAN_FASHION_MNIST, MNIST_FILES, emnist_files
 
@@ -67,8 +69,7 @@ def locate_dataset(name: str, root=None) -> DatasetLocation:
     >>> locate_dataset("mnist-5k").status
     'embedded'
     """
-    if name not in list_datasets():
-        raise ValueError(f"unknown `dataset`={name!r}; known: {', '.join(list_datasets())}")
+    check_choice("dataset", name, list_datasets())
     if name in EMBEDDED:
         return DatasetLocation(name, "embedded", EMBEDDED[name])
     if name not in _FILES:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from fedsim.checks import check_integer
-from fedsim.references import calling, check_callable
+from fedsim.checks import SettingError, SettingTypeError, check_integer
+from fedsim.references import calling, check_callable, quoted
 from fedsim.registry import Registry
 
 def user_model(factory, reference: str):
@@ -18,18 +18,19 @@ def user_model(factory, reference: str):
 
     def build(*, num_classes, in_channels, image_size, norm=None, se=False, **options):
         if norm is not None or se:
-            raise ValueError(f"`model`={reference!r} is a user's model: `norm` and `se` do not apply; set them in "
-                             "its factory")
+            raise SettingError("{model} is a user's model: {norm:name} and `se` do not apply; set them in its factory",
+                               model=reference, norm=norm)
         model = calling(reference, "model", factory, num_classes=num_classes, in_channels=in_channels,
                         image_size=image_size, **options)
         if not isinstance(model, nn.Module):
-            raise TypeError(f"`model`={reference!r} returned a {type(model).__name__}, not a torch.nn.Module")
+            raise SettingTypeError("{model} returned a {kind:text}, not a torch.nn.Module", model=reference,
+                                   kind=type(model).__name__)
         return model
 
     return build
 
 
-_MODELS = Registry("model", "name", from_reference=user_model)
+_MODELS = Registry("model", from_reference=user_model)
 
 #: Decorator that registers a factory ``(*, num_classes, in_channels, image_size, norm, se, **kwargs)``.
 register_model = _MODELS.register
@@ -91,7 +92,8 @@ def create_model(
     in_channels = check_integer("in_channels", in_channels, minimum=1)
     image_size = check_integer("image_size", image_size, minimum=1)
     if norm is not None and not isinstance(norm, str):
-        raise TypeError(f"`norm` must be a string or None, got {norm!r} of type {type(norm).__name__}")
+        raise SettingTypeError("{norm:name} must be a string or None, got {got:text} of type {kind:text}", norm=norm,
+                               got=repr(norm), kind=type(norm).__name__)
     if not isinstance(se, bool):
         raise TypeError(f"`se` must be a bool, got {se!r} of type {type(se).__name__}")
     try:
@@ -100,7 +102,7 @@ def create_model(
         )
     except ValueError as error:
         # The model-level checks do not know the name the model was registered under.
-        raise ValueError(f"model {name!r}: {error}") from None
+        raise SettingError("model {name:text}: {error:text}", name=repr(name), error=quoted(error)) from None
 
 
 def model_factory(name: str):

@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from fedsim.checks import SettingError
+
 #: Largest input (pixels per side) that gets the small-image stem: a stride-1 first convolution
 #: and no stem max-pool, as in He et al. (2016)'s CIFAR ResNets, so 28 and 32 px keep their detail.
 SMALL_IMAGE_MAX = 32
@@ -36,7 +38,8 @@ def check_norm(norm: str | None, supported: Sequence[str]) -> str:
         return supported[0]
     if norm not in supported:
         choices = ", ".join(repr(name) for name in supported)
-        raise ValueError(f"`norm`={norm!r} is not supported; this model supports {choices} (default {supported[0]!r})")
+        raise SettingError("{norm} is not supported; this model supports {choices:text} (default {default:text})",
+                           norm=norm, choices=choices, default=repr(supported[0]))
     return norm
 
 

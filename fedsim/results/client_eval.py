@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import torch
 
+from ..checks import SettingWarning
 from ..client.update import client_update, evaluate, predict, set_state, state_tensors
 from ..seeding import Stream, derive_seed
 from ..client.training import LocalTraining
@@ -212,10 +213,12 @@ def warn_small_test_sets(partition) -> None:
     fraction = partition.params.get("local_test_fraction")
     now = "" if fraction is None else f" (now {fraction:g})"
     clients = "clients has" if small == 1 else "clients have"
-    warnings.warn(f"{small} of {sizes.size} {clients} fewer than {SMALL_TEST_SET} local test samples (the fewest "
-                  f"has {sizes.min()}): such a client's accuracy moves in steps of 1/n, so one unlucky sample can set "
-                  f"`client_acc_min` and pull the worst 10% down; raise `local_test_fraction`{now} for larger "
-                  "local test sets", stacklevel=2)
+    warnings.warn(SettingWarning(
+        "{small:text} of {total:text} {clients:text} fewer than {least:text} local test samples (the fewest has "
+        "{fewest:text}): such a client's accuracy moves in steps of 1/n, so one unlucky sample can set "
+        "`client_acc_min` and pull the worst 10% down; raise {local_test_fraction:name}{now:text} for larger local "
+        "test sets", small=small, total=sizes.size, clients=clients, least=SMALL_TEST_SET, fewest=sizes.min(),
+        local_test_fraction=fraction, now=now), stacklevel=2)
 
 
 def round_statistics(clients: list[dict], target: float, holdout=()) -> dict:

@@ -32,6 +32,7 @@ import torch
 from partitions import Partition
 from partitions._io import read_text, remove_temporaries, write_atomic
 
+from ..checks import SettingError
 from ..config.files import CODE_DIGESTS
 from ..provenance import ENVIRONMENT_KEY, environment
 from ..references import code_digests
@@ -110,17 +111,17 @@ class RunFolder:
         """
         what = "comparison" if self.kind == "comparison" else "run"
         if str(self.path) in ("", "."):
-            raise ValueError("`out` is empty: name a folder for the results")
+            raise SettingError("{out:name} is empty: name a folder for the results")
         if self.path.exists() and not self.path.is_dir():
-            raise ValueError(f"`out` {self.path} is a file, not a folder; choose a folder")
+            raise SettingError("{out:name} {path:text} is a file, not a folder; choose a folder", path=self.path)
         if resume:
             return self._check_resume(what, config, extra)
         if self.path.is_dir() and any(self.path.iterdir()) and not self._never_finished_a_round():
             if self.holds_run():
-                raise ValueError(f"{self.path} already holds a {what}; pass `resume`=True to continue it, "
-                                 "or choose another `out`")
-            raise ValueError(f"{self.path} is not empty and holds no fedsim {what}; nothing in it is overwritten: "
-                             "choose a new or empty folder for `out`")
+                raise SettingError("{path:text} already holds a {what:text}; pass {resume} to continue it, or choose "
+                                   "another {out:name}", path=self.path, what=what, resume=True)
+            raise SettingError("{path:text} is not empty and holds no fedsim {what:text}; nothing in it is "
+                               "overwritten: choose a new or empty folder for {out:name}", path=self.path, what=what)
         parent = next((p for p in self.path.absolute().parents if p.exists()), None)
         if parent is not None and (not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK)):
             reason = "Not a directory" if not parent.is_dir() else "Permission denied"
@@ -150,25 +151,28 @@ class RunFolder:
 
     def _check_resume(self, what: str, config, extra) -> dict | None:
         if not self.path.exists():
-            raise ValueError(f"cannot resume {self.path}: the folder does not exist; check `out`, "
-                             "or drop `resume`=True to start a new run")
+            raise SettingError("cannot resume {path:text}: the folder does not exist; check {out:name}, or drop "
+                               "{resume} to start a new run", path=self.path, resume=True)
         if not self.holds_run():
             other = RunFolder(self.path, "run" if self.kind == "comparison" else "comparison")
             if other.holds_run():
                 raise ValueError(f"cannot resume {self.path} as a {what}: it holds a single fedsim {other.kind}; "
                                  f"continue it with `fedsim {'run' if other.kind == 'run' else 'compare'}`")
-            raise ValueError(f"cannot resume {self.path}: it holds no fedsim {what} (no {MARKER} file); "
-                             "check `out`, or drop `resume`=True to start a new run in an empty folder")
+            raise SettingError("cannot resume {path:text}: it holds no fedsim {what:text} (no {marker:text} file); "
+                               "check {out:name}, or drop {resume} to start a new run in an empty folder",
+                               path=self.path, what=what, marker=MARKER, resume=True)
         saved = read_json(self.path / "config.json")  # a damaged one is named before any work
         if self.kind != "run":
             return None
         if self._never_finished_a_round():
-            raise ValueError(f"cannot resume {self.path}: the run stopped before finishing its first round, so there "
-                             "is nothing to continue; drop `resume`=True to start it again in the same folder")
+            raise SettingError("cannot resume {path:text}: the run stopped before finishing its first round, so "
+                               "there is nothing to continue; drop {resume} to start it again in the same folder",
+                               path=self.path, resume=True)
         if not (self.path / "checkpoint.pt").exists():
-            raise ValueError(
-                f"cannot resume {self.path}: it has no checkpoint.pt (the file was removed, or the run stopped before "
-                "its first checkpoint), so nothing of it can be continued; start it again with another `out`"
+            raise SettingError(
+                "cannot resume {path:text}: it has no checkpoint.pt (the file was removed, or the run stopped before "
+                "its first checkpoint), so nothing of it can be continued; start it again with another {out:name}",
+                path=self.path,
             )
         if config is None:
             return None
@@ -183,21 +187,28 @@ class RunFolder:
             changed = [name for name, sha in current.get(CODE_DIGESTS, {}).items()
                        if saved.get(CODE_DIGESTS, {}).get(name) != sha]
             name = changed[0] if changed else CODE_DIGESTS
-            raise ValueError(f"cannot resume {self.path}: {config.to_dict().get(name, name)!r}, its `{name}`, "
-                             "changed since the run started (its SHA-256 differs from config.json's); restore "
-                             "the file, or start a new run in another `out`")
+            raise SettingError("cannot resume {path:text}: {reference:text}, its {setting:name}, changed since the "
+                               "run started (its SHA-256 differs from config.json's); restore the file, or start a "
+                               "new run in another {out:name}", fields={"setting": name}, path=self.path,
+                               reference=repr(config.to_dict().get(name, name)))
         if differing:
-            shown = ", ".join(f"`{key}` {saved.get(key)!r} -> {current.get(key)!r}" for key in differing)
-            raise ValueError(f"cannot resume {self.path}: it holds a run of other settings ({shown}); "
-                             "resume with the same settings, or choose another `out`")
+            # a placeholder of its own for each setting changed, each worded as the setting it names
+            changes = {f"change{index}": SettingError("{setting:name} {before:text} -> {after:text}",
+                                                      fields={"setting": key}, before=repr(saved.get(key)),
+                                                      after=repr(current.get(key)))
+                       for index, key in enumerate(differing)}
+            shown = ", ".join("{" + placeholder + ":text}" for placeholder in changes)
+            raise SettingError("cannot resume {path:text}: it holds a run of other settings (" + shown + "); resume "
+                               "with the same settings, or choose another {out:name}", path=self.path, **changes)
         if (self.path / "partition.json").exists():
             Partition.load(self.path / "partition.json")  # a damaged one is named here, before any work
         checkpoint = self.load_checkpoint()
         done = checkpoint["progress"]["round"]
         if done > config.rounds:
-            raise ValueError(f"cannot resume {self.path} with `rounds`={config.rounds}: its checkpoint is already at "
-                             f"round {done}, and a run cannot be shortened; `rounds` must be >= {done} (leave it out "
-                             f"to keep the run's {saved['rounds']})")
+            raise SettingError("cannot resume {path:text} with {rounds}: its checkpoint is already at round "
+                               "{done:text}, and a run cannot be shortened; {rounds:name} must be >= {done:text} "
+                               "(leave it out to keep the run's {saved:text})", path=self.path, rounds=config.rounds,
+                               done=done, saved=saved["rounds"])
         return checkpoint
 
     def start(self, config, partition: Partition, *, resume: bool, extra: dict | None = None) -> dict | None:
@@ -290,8 +301,9 @@ class RunFolder:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as error:  # torch raises several types for a damaged file, with pages of advice
             reason = str(error).strip().splitlines()[0][:120] if str(error).strip() else type(error).__name__
-            raise ValueError(f"cannot resume from {path}: the checkpoint is damaged ({reason}); nothing of it can be "
-                             "continued: start the run again with another `out`") from None
+            raise SettingError("cannot resume from {path:text}: the checkpoint is damaged ({reason:text}); nothing of "
+                               "it can be continued: start the run again with another {out:name}", path=path,
+                               reason=reason) from None
 
     def checkpoint_round(self) -> int:
         """Return the round ``checkpoint.pt`` holds, 0 when there is none.

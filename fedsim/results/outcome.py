@@ -13,8 +13,9 @@ from pathlib import Path
 
 import torch
 
+from ..checks import SettingError
 from ..interrupts import RunDiverged
-from ..references import UserCodeError
+from ..user_code import UserCodeError
 from .divergence import divergence_advice
 from .folder import RunFolder, read_json, read_rows
 
@@ -41,13 +42,18 @@ def saved_round(out) -> int | None:
     return None if checkpoint is None else int(checkpoint["progress"]["round"])
 
 
-def resume_hint(out) -> str:
+def resume_hint(out) -> SettingError | str:
     """Return "; `resume`=True continues from its checkpoint of round N" where ``out`` holds a checkpoint, else "".
 
-    A run that failed before its first checkpoint has nothing to continue: no advice then.
+    The advice is an unraised `SettingError`, for the message of a `fedsim.interrupts.RunFailed`
+    to word as its own (``{advice:text}``). A run that failed before its first checkpoint has
+    nothing to continue: no advice then.
     """
     checkpoint_round = saved_round(out)
-    return "" if checkpoint_round is None else f"; `resume`=True continues from its checkpoint of round {checkpoint_round}"
+    if checkpoint_round is None:
+        return ""
+    return SettingError("; {resume} continues from its checkpoint of round {round:text}", resume=True,
+                        round=checkpoint_round)
 
 
 def diverged_run(out, config, *, named_folder=True) -> RunDiverged | None:

@@ -14,6 +14,7 @@ import torch
 
 from partitions import feature_noise_levels
 
+from ..checks import SettingError
 from ..aggregate import (
     accumulate,
     aggregation_weights,
@@ -90,9 +91,9 @@ class GradientRounds(GradientSetup):
         # dynamic weights and compression act on each rank's gradient apart: no running sum in .grad then
         self.separate = self.dynamic or self.compression != "none"
         if config.sync_bn and self.compression != "none":
-            raise ValueError(f"`sync_bn`=True with `compression`={config.compression!r} runs on `fedsim ddp` only: "
-                             "compression acts on each rank's own gradient, which SyncBatchNorm ties to "
-                             "every rank's batch")
+            raise SettingError("{sync_bn} with {compression} runs on `fedsim ddp` only: compression acts on each "
+                               "rank's own gradient, which SyncBatchNorm ties to every rank's batch",
+                               sync_bn=config.sync_bn, compression=config.compression)
         self._rank_buffers: dict[int, list[torch.Tensor]] = {}  # each rank's BatchNorm statistics after its last step
 
     def train_round(self, round_index: int, samples_before: int, target: int) -> RoundStats:

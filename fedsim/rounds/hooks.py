@@ -4,7 +4,7 @@ A method (`fedsim.algorithms.Algorithm`, a user's named by reference) returns te
 and terms the round goes on with. A wrong one (a tensor too few, a float32 tensor in a float64
 run) would fail later, deep in a tensor operation that names neither the hook nor its file, or
 pass in silence (a value returned from a hook that works in place). Each check here raises
-`fedsim.references.UserCodeError`, naming the hook, its class and its file: a bug in the
+`fedsim.user_code.UserCodeError`, naming the hook, its class and its file: a bug in the
 method, which no setting fixes.
 """
 
@@ -16,7 +16,7 @@ import numbers
 import torch
 
 from ..algorithms import LocalTerms
-from ..references import UserCodeError, code_place
+from ..user_code import UserCodeError, code_place
 
 
 def checked_tensors(algorithm, hook: str, returned, like: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -33,7 +33,7 @@ def checked_tensors(algorithm, hook: str, returned, like: list[torch.Tensor]) ->
     ...     pass
     >>> checked_tensors(Short, "aggregate", [torch.zeros(2)], [torch.zeros(2), torch.zeros(3)])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
-    fedsim.references.UserCodeError: `Algorithm.aggregate` in ... returned 1 tensor, but the round needs 2: one per tensor of `global_state` (the model's parameters, then its floating-point buffers), in that order
+    fedsim.user_code.UserCodeError: `Algorithm.aggregate` in ... returned 1 tensor, but the round needs 2: one per tensor of `global_state` (the model's parameters, then its floating-point buffers), in that order
     """
     place = code_place(algorithm, hook)
     if not isinstance(returned, (list, tuple)):

@@ -301,7 +301,7 @@ def test_default_root_comes_from_the_environment(tmp_path, monkeypatch):
 
 
 def test_unknown_dataset_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown dataset `name`='imagenet'; known: .*mnist-5k"):
+    with pytest.raises(ValueError, match=r"unknown dataset `dataset`='imagenet'; known: .*mnist-5k"):
         load_dataset("imagenet")
 
 

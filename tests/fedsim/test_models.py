@@ -143,7 +143,7 @@ def test_list_models_pattern_and_exports():
 
 
 BAD_ARGUMENTS = [
-    ("unknown name", dict(name="resnet1000"), ValueError, r"unknown model `name`='resnet1000'; known: .*cnn"),
+    ("unknown name", dict(name="resnet1000"), ValueError, r"unknown model `model`='resnet1000'; known: .*cnn"),
     ("num_classes zero", dict(num_classes=0), ValueError, r"`num_classes` must be >= 1, got 0"),
     ("num_classes str", dict(num_classes="10"), TypeError, "`num_classes`.*str"),
     ("num_classes bool", dict(num_classes=True), TypeError, "`num_classes`"),

@@ -12,9 +12,11 @@ import textwrap
 import pytest
 
 from fedsim.cli import main
+from fedsim.cli.flag_messages import flag_message
 from fedsim.config import RunConfig
 from fedsim.engines.inprocess import run
-from fedsim.references import START_FOLDER_ENV, UserCodeError
+from fedsim.references import START_FOLDER_ENV
+from fedsim.user_code import UserCodeError
 from fedsim.results.outcome import resume_hint
 
 METHODS = textwrap.dedent('''
@@ -128,4 +130,6 @@ def test_resuming_is_advised_only_where_a_checkpoint_holds_a_round(tmp_path):
     (tmp_path / "stopped").mkdir()
     assert resume_hint(tmp_path / "stopped") == ""
     run(RunConfig(**{**TINY, "rounds": 1}), tmp_path / "done")
-    assert resume_hint(tmp_path / "done") == "; `resume`=True continues from its checkpoint of round 1"
+    hint = resume_hint(tmp_path / "done")
+    assert str(hint) == "; `resume`=True continues from its checkpoint of round 1"
+    assert flag_message(hint) == "; `--resume` continues from its checkpoint of round 1"

@@ -256,7 +256,7 @@ def test_asking_for_cohorts_where_they_do_not_apply_is_refused_with_the_reason(s
     with pytest.raises(ValueError, match=r"`vectorize`=True: " + reason.replace("(", r"\(").replace(")", r"\)")):
         fedavg_rounds(config)
     unset = fedavg_rounds(config.replace(vectorize=None))  # left unset, the loop runs and says why
-    assert unset.vectorized is None and unset.loop_reason.startswith(reason)
+    assert unset.vectorized is None and str(unset.loop_reason).startswith(reason)
 
 
 def test_other_engines_refuse_cohorts():

@@ -14,6 +14,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ...build import resolve_device
+from ...checks import SettingError
 from ...interrupts import exit_status, ignore_stop_signals, raise_terminated, stop_signal
 from ...processes import LOOPBACK, free_port
 from ...references import child_environment
@@ -55,13 +57,11 @@ def start_process_group(device: str, timeout_s: float) -> Ranks:
     """
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
-    cuda = device in ("cuda", "auto") and torch.cuda.is_available()
-    if device == "cuda" and not cuda:
-        raise ValueError("`device`='cuda' but no CUDA device is available; use 'cpu' or 'auto'")
+    cuda = resolve_device(device).type == "cuda"
     if cuda and local_rank >= torch.cuda.device_count():
-        raise ValueError(f"local rank {local_rank} has no GPU of its own: this machine has "
-                         f"{torch.cuda.device_count()}; start at most that many processes per machine "
-                         "(`--nproc`), or use `device`='cpu'")
+        raise SettingError("local rank {rank:text} has no GPU of its own: this machine has {gpus:text}; start at "
+                           "most that many processes per machine (`--nproc`), or use {device}", rank=local_rank,
+                           gpus=torch.cuda.device_count(), device="cpu")
     where = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(where)

@@ -20,6 +20,7 @@ from flwr.clientapp import ClientApp
 
 from ...algorithms import declared
 from ...build import RunSetup
+from ...checks import SettingError
 from ...client.update import evaluate, state_tensors
 from ...config.run_config import RunConfig
 from ...rounds.result import build_rounds
@@ -56,8 +57,8 @@ class ClientWorker:
             raise ValueError(f"`partition-id`={partition_id!r} is outside the run's partitions 0..{count - 1}")
         declared = node_config.get("num-partitions", count)
         if declared != count:
-            raise ValueError(f"the node config says `num-partitions`={declared!r} but the run has "
-                             f"`num_partitions`={count}")
+            raise SettingError("the node config says `num-partitions`={declared:text} but the run has "
+                               "{num_partitions}", declared=repr(declared), num_partitions=count)
         return partition_id
 
     def train(self, client: int, round_index: int, content: RecordDict, node_state: RecordDict) -> tuple[dict, dict]:

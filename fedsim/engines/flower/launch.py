@@ -14,7 +14,7 @@ from pathlib import Path
 from partitions._io import remove_temporaries
 
 from ...config.run_config import RunConfig
-from ...interrupts import RunInterrupted, stop_signal
+from ...interrupts import RunFailed, RunInterrupted, stop_signal
 from ...results.folder import RunFolder
 from ...results.outcome import diverged_run, finished_result, resume_hint, saved_round, user_code_error, written_rows
 from .federation import LocalFederation, tail
@@ -60,11 +60,11 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
         Ctrl-C or SIGTERM: every Flower process is stopped; the error names the checkpoint.
     fedsim.interrupts.RunDiverged
         The run's summary records a divergence.
-    fedsim.references.UserCodeError
+    fedsim.user_code.UserCodeError
         The run's summary records a bug in the user's code (a method's hook) that stopped it.
-    RuntimeError
-        The run did not finish; the message quotes the end of Flower's log, and advises resuming
-        where a checkpoint holds something to continue.
+    fedsim.interrupts.RunFailed
+        A `RuntimeError`: the run did not finish; the message quotes the end of Flower's log, and
+        advises resuming where a checkpoint holds something to continue.
     """
     entries = {**to_run_config(config), "out": str(out), "resume": resume, "timeout": timeout_s,
                "grid": grid_entry(config, grid)}
@@ -97,7 +97,8 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
     if status != 0 or result is None:
         where = "its log above says why" if verbose else f"the end of its log:\n{log_end}"
         advice = resume_hint(out) if named_folder else ""
-        raise RuntimeError(f"the Flower run did not finish (flwr run exit status {status}); {where}{advice}")
+        raise RunFailed("the Flower run did not finish (flwr run exit status {status:text}); {where:text}{advice:text}",
+                        status=status, where=where, advice=advice)
     return result
 
 

@@ -12,7 +12,7 @@ import time
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ...references import UserCodeError
+from ...user_code import UserCodeError
 from ...results.outcome import record_user_code_error
 from ...config.run_config import RunConfig
 from ...support import check_runs_on

@@ -10,6 +10,7 @@ from __future__ import annotations
 from torch import nn
 from torchvision.ops import StochasticDepth
 
+from ...checks import SettingError
 from ...support import no_stacked_form
 from .cohort_dropout import ELEMENTWISE, dropout_layers
 from .random_draws import random_draws_outside_dropout
@@ -22,7 +23,7 @@ VMAP_UNDER_AMP = ("under AMP, torch.func's vmap(grad) does not compute the loop'
 
 
 
-def vectorize_refusal(rounds) -> str | None:
+def vectorize_refusal(rounds) -> str | SettingError | None:
     """Return why ``rounds``' clients cannot train as a cohort, or ``None`` where they can.
 
     Parameters
@@ -34,8 +35,8 @@ def vectorize_refusal(rounds) -> str | None:
     if training.amp and plain_layers(model) is None:
         return VMAP_UNDER_AMP
     if training.micro_batches > 1:
-        return ("`micro_batches` splits a step to save memory; a cohort's memory is bounded by `vectorize_chunk` "
-                "instead")
+        return SettingError("{micro_batches:name} splits a step to save memory; a cohort's memory is bounded by "
+                            "{vectorize_chunk:name} instead")
     if any(isinstance(module, StochasticDepth) and module.p > 0 for module in model.modules()):
         return "stochastic depth draws which blocks to skip from the global random stream, not from each client's own"
     if any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules()):
@@ -52,7 +53,7 @@ def vectorize_refusal(rounds) -> str | None:
     return None
 
 
-def automatic_refusal(rounds) -> str | None:
+def automatic_refusal(rounds) -> SettingError | None:
     """Return why ``vectorize`` left unset keeps the loop although the cohort would compute the same, or ``None``.
 
     On the CPU, vmap runs a convolution with each client's own weights as one grouped
@@ -61,6 +62,6 @@ def automatic_refusal(rounds) -> str | None:
     """
     on_cpu = next(rounds.model.parameters()).device.type == "cpu"
     if on_cpu and any(isinstance(module, nn.modules.conv._ConvNd) for module in rounds.model.modules()):
-        return ("on the CPU a convolution with each client's own weights runs as a grouped convolution, slower than "
-                "the loop (`vectorize`=True runs it anyway)")
+        return SettingError("on the CPU a convolution with each client's own weights runs as a grouped convolution, "
+                            "slower than the loop ({vectorize} runs it anyway)", vectorize=True)
     return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ...checks import SettingError
 from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from ...support import check_runs_on, cohorts_refused
@@ -22,7 +23,7 @@ class InProcessFedAvgRounds(FedAvgRounds):
 
     Attributes
     ----------
-    loop_reason : str or None
+    loop_reason : str or fedsim.checks.SettingError or None
         Why the clients do not train as cohorts (``None`` when they do).
 
     Raises
@@ -36,9 +37,10 @@ class InProcessFedAvgRounds(FedAvgRounds):
         self.one_step = OneStepClients(self) if OneStepClients.applies(self) else None
         if config.vectorize:  # what the method declares, before what its model decides
             check_runs_on(config, "cohorts")
-        self.loop_reason = "`vectorize`=False" if config.vectorize is False else vectorize_refusal(self)
+        self.loop_reason = SettingError("{vectorize}", vectorize=False) if config.vectorize is False else \
+            vectorize_refusal(self)
         if config.vectorize and self.loop_reason:
-            raise ValueError(cohorts_refused(self.loop_reason))
+            raise cohorts_refused(self.loop_reason)
         if config.vectorize is None and self.loop_reason is None:
             self.loop_reason = automatic_refusal(self)
         self.vectorized = None if self.loop_reason else VectorizedClients(self, config.vectorize_chunk)

@@ -24,6 +24,7 @@ import os
 
 import torch
 
+from ...checks import SettingError
 from ...interrupts import ignore_stop_signals
 from ...results.progress import RoundStats
 from ...algorithms import declared
@@ -46,7 +47,8 @@ def check_workers(workers, config) -> None:
     ``workers`` column.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
-        raise ValueError(f"`workers` must be a whole number in 1..{MAX_WORKERS}, got {workers!r}")
+        raise SettingError("{workers:name} must be a whole number in 1..{most:text}, got {got:text}",
+                           most=MAX_WORKERS, got=repr(workers))
     if workers == 1:
         return
     check_runs_on(config, "workers", workers=workers)

@@ -52,6 +52,7 @@ from ...algorithms.base import LocalTerms
 from ...client.update import local_batches, local_step_count
 from ...data import normalize
 from ...results.progress import RoundStats
+from ...support import cohorts_refused
 from ...seeding import Stream, torch_generator
 from ...client.training import as_index_tensor, autocast, training_batch
 from .cohort_dropout import CohortDropout, dropout_layers
@@ -129,7 +130,7 @@ class VectorizedClients:
     def leave_to_loop(self, reason: str) -> None:
         """Note that a cohort trains in the loop because of ``reason``; refuse it where ``vectorize`` asked for cohorts."""
         if self.rounds.config.vectorize:
-            raise ValueError(f"`vectorize`=True: {reason}; leave `vectorize` out to run the loop")
+            raise cohorts_refused(reason)
         self.left_to_loop = reason
 
     def cohort_terms(self, clients: list[int]) -> tuple[LocalTerms | None, str | None]:
