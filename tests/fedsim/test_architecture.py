@@ -71,6 +71,9 @@ ABOVE = {
     "fedsim.client": ("fedsim.algorithms", "fedsim.rounds", "fedsim.engines", "fedsim.results", "fedsim.comm",
                       "fedsim.config", "fedsim.cli", "fedsim.comparison"),
     "fedsim.engines": ("fedsim.cli", "fedsim.comparison"),
+    # the accountant is arithmetic on the sampling and the noise: it knows no model, round or engine
+    "fedsim.privacy": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.comparison", "fedsim.results",
+                       "fedsim.algorithms", "fedsim.client", "fedsim.comm", "fedsim.config"),
     # the table of what runs where reads the methods' declarations and the settings; every engine asks it
     "fedsim.support": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.comparison", "fedsim.results"),
 }
