@@ -17,10 +17,14 @@ import torch
 from .seeding import Stream, derive_seed, torch_generator
 
 
-def sample_clients(num_clients: int, fraction: float, seed: int, round_index: int) -> np.ndarray:
-    """Return the sorted ids of the ``max(1, round(fraction * K))`` clients sampled in a round.
+def sample_clients(num_clients: int, fraction: float, seed: int, round_index: int, *,
+                   poisson: bool = False) -> np.ndarray:
+    """Return the sorted ids of the clients a round samples: ``max(1, round(fraction * K))`` of them, or each with
+    probability ``fraction`` (``poisson``).
 
     Seeded by (seed, round) alone, so every engine samples the same clients for the same round.
+    A Poisson round's size varies, and it may sample no client: that is the sampling the
+    accountant of client-level DP assumes (`fedsim.privacy.accountant`).
 
     Examples
     --------
@@ -28,20 +32,20 @@ def sample_clients(num_clients: int, fraction: float, seed: int, round_index: in
     True
     >>> len(sample_clients(10, 0.3, seed=0, round_index=4))
     3
+    >>> [len(sample_clients(10, 0.3, seed=0, round_index=r, poisson=True)) for r in range(5)]
+    [3, 2, 4, 5, 3]
     """
+    rng = np.random.default_rng(derive_seed(seed, Stream.SAMPLING, round_index))
+    if poisson:
+        return np.flatnonzero(rng.random(num_clients) < fraction)
     count = max(1, int(round(fraction * num_clients)))
     if count >= num_clients:
         return np.arange(num_clients)
-    rng = np.random.default_rng(derive_seed(seed, Stream.SAMPLING, round_index))
     return np.sort(rng.choice(num_clients, size=count, replace=False))
 
 
-def holdout_of(partition) -> list[int]:
-    """Return the clients ``partition`` holds out of training (unseen clients, ``holdout_clients``), if any."""
-    return list(partition.params.get("holdout_clients", ()))
-
-
-def sample_participants(num_clients: int, fraction: float, seed: int, round_index: int, holdout=()) -> list[int]:
+def sample_participants(num_clients: int, fraction: float, seed: int, round_index: int, holdout=(), *,
+                        poisson: bool = False) -> list[int]:
     """Return the clients a round samples when ``holdout`` clients never train: `sample_clients` over the others.
 
     The fraction is of the participating clients; without a holdout this is `sample_clients`.
@@ -52,10 +56,15 @@ def sample_participants(num_clients: int, fraction: float, seed: int, round_inde
     True
     """
     if not len(holdout):
-        return sample_clients(num_clients, fraction, seed, round_index).tolist()
+        return sample_clients(num_clients, fraction, seed, round_index, poisson=poisson).tolist()
     held = set(int(k) for k in holdout)
     participants = [k for k in range(num_clients) if k not in held]
-    return [participants[k] for k in sample_clients(len(participants), fraction, seed, round_index)]
+    return [participants[k] for k in sample_clients(len(participants), fraction, seed, round_index, poisson=poisson)]
+
+
+def holdout_of(partition) -> list[int]:
+    """Return the clients ``partition`` holds out of training (unseen clients, ``holdout_clients``), if any."""
+    return list(partition.params.get("holdout_clients", ()))
 
 
 @dataclass(frozen=True)
@@ -77,6 +86,8 @@ class SampleGrid:
     batch_size : int
     seed : int
         The run's seed (it decides which clients a round samples).
+    client_sampling : {"fixed", "poisson"}
+        How a round samples its clients (`sample_clients`).
     """
 
     fraction: float = 1.0
@@ -84,11 +95,13 @@ class SampleGrid:
     local_steps: int | None = None
     batch_size: int = 10
     seed: int = 0
+    client_sampling: str = "fixed"
 
     @classmethod
     def from_config(cls, config) -> SampleGrid:
         """Return the grid of a `fedsim.config.RunConfig` (its FedAvg settings, or their defaults)."""
-        return cls(config.fraction, config.local_epochs, config.local_steps, config.batch_size, config.seed)
+        return cls(config.fraction, config.local_epochs, config.local_steps, config.batch_size, config.seed,
+                   config.client_sampling)
 
     def samples(self, sizes, round_index: int, holdout=()) -> int:
         """Return the samples round ``round_index`` is worth for shards of ``sizes`` (``holdout`` clients never train).
@@ -102,8 +115,9 @@ class SampleGrid:
         35
         """
         sizes = np.asarray(sizes)
-        clients = [k for k in sample_participants(len(sizes), self.fraction, self.seed, round_index, holdout)
-                   if sizes[k] > 0]
+        drawn = sample_participants(len(sizes), self.fraction, self.seed, round_index, holdout,
+                                    poisson=self.client_sampling == "poisson")
+        clients = [k for k in drawn if sizes[k] > 0]
         if self.local_steps is None:
             return self.local_epochs * int(sizes[clients].sum())
         total = 0

@@ -34,6 +34,8 @@ class Stream(enum.IntEnum):
     """Which of a round's sampled clients fail to return, with ``client_dropout`` (round)."""
     STRAGGLERS = 0x5796
     """Which of a round's clients straggle (round), and how much work each does (round, client)."""
+    DP_NOISE = 0xD9A0
+    """Client-level DP's noise on a round's clipped sum, then on its count of unclipped updates (round)."""
     PERSONALIZE = 0xF17E
     """The base seed of personalized evaluation's fine-tuning (no further keys): each client's streams
     derive from it as its training's derive from the run's seed, so the two never share one."""

@@ -87,6 +87,7 @@ def refusal(config, engine: str, *, workers: int = TABLE_PROCESSES, nproc: int |
         raise ValueError(f"`engine`={engine!r} is not one of {', '.join(ENGINES)}")
     strategy = get_strategy(config.strategy)
     return (method_refusal(strategy, engine, workers=workers, name=config.strategy)
+            or (privacy_refusal(config, algorithm_of(strategy)) if config.dp_clip is not None else None)
             or settings_refusal(config, strategy, engine, workers=workers, nproc=nproc, resume=resume,
                                 in_rank=in_rank))
 
@@ -152,6 +153,36 @@ def shared_out_refusal(algorithm, name: str, *, held, summed) -> SettingError | 
     if not algorithm.linear:
         return SettingError("{strategy} combines the round's models other than by a weighted sum (it overrides "
                             "`aggregate`), which {summed:text}", strategy=name, summed=summed)
+    return None
+
+
+def privacy_refusal(config, algorithm) -> SettingError | None:
+    """Return why client-level DP (``dp_clip``) cannot bound what ``config``'s method sends, or ``None``.
+
+    DP-FedAvg's sensitivity is C because the server adds clipped updates with weights alike and
+    receives nothing else from a client. ``algorithm`` is the method's class, whose hooks say
+    whether it weighs or combines clients its own way, or the method built for the run, whose
+    declared round sums say whether its clients send more than their update (SCAFFOLD's control
+    variates, FedNova's step counts).
+    """
+    from .algorithms import Algorithm
+    from .algorithms.declared import RoundSum, declared
+
+    method = algorithm if isinstance(algorithm, type) else type(algorithm)
+    way_out = "client-level DP runs FedAvg's round and the methods that change only its clients' training or the " \
+              "server optimizer (fedprox, moon, fedadam, ...); leave {dp_clip:name} out to run it without DP"
+    if method.scale is not Algorithm.scale:
+        return SettingError("{strategy} weighs each client's model by its own rule (it overrides `scale`), where "
+                            "{dp_clip} weighs every client alike so that one client moves the sum by C at most; "
+                            + way_out, strategy=config.strategy, dp_clip=config.dp_clip)
+    if not method.linear:
+        return SettingError("{strategy} combines the round's models other than by a sum (it overrides `aggregate`), "
+                            "where {dp_clip} noises the sum of the clipped updates; " + way_out,
+                            strategy=config.strategy, dp_clip=config.dp_clip)
+    if not isinstance(algorithm, type) and (sums := declared(algorithm, RoundSum)):
+        return SettingError("{strategy}'s clients send more than their update (its round sums: {sums:text}), which "
+                            "{dp_clip} neither clips nor noises; " + way_out, strategy=config.strategy,
+                            dp_clip=config.dp_clip, sums=", ".join(sums))
     return None
 
 

@@ -99,6 +99,24 @@ FIELD_DOCS = {
                       "goes on without it",
     "stragglers": "FedAvg's round: the share in [0, 1] of each round's clients that do partial work, local epochs "
                   "(or steps) drawn uniformly from 1 to the run's",
+    "client_sampling": "FedAvg's round: how a round samples its clients: fixed (``fraction`` x K of them, without "
+                       "replacement) or poisson (each client independently with probability ``fraction``, so a "
+                       "round's size varies and may be 0: the sampling client-level DP's accountant assumes)",
+    "dp_clip": "client-level differential privacy (DP-FedAvg): clip each client's update, one flat vector over "
+               "every tensor, to this L2 norm C > 0; the server adds Gaussian noise to the sum, divides it by the "
+               "expected number of clients and weighs clients alike (default: none, no DP)",
+    "dp_noise": "``dp_clip``: the noise multiplier z >= 0, the noise's standard deviation over C (0 clips only)",
+    "dp_target_epsilon": "``dp_clip``: find the noise multiplier that spends this epsilon > 0 at ``dp_delta`` over "
+                         "the run's rounds and sampling, instead of giving ``dp_noise``",
+    "dp_delta": "``dp_clip``: the delta in (0, 1) at which the run's epsilon is reported",
+    "dp_accountant": "``dp_clip``: the privacy accountant, rdp (Renyi DP) or pld (privacy loss distributions, "
+                     "tighter; Poisson ``client_sampling`` only), both from dp-accounting (pip install 'fedsim[dp]')",
+    "dp_adaptive_quantile": "``dp_clip``: adaptive clipping (Andrew et al. 2021): the clip follows this quantile "
+                            "in (0, 1) of the clients' update norms, starting from ``dp_clip`` (default: a fixed "
+                            "clip)",
+    "dp_clip_lr": "``dp_adaptive_quantile``: the clip's geometric learning rate, > 0",
+    "dp_count_noise": "``dp_adaptive_quantile``: the standard deviation sigma_b > 0 of the noise on the count of "
+                      "unclipped updates (default: the expected number of clients / 20)",
     "tensorboard": "also write every metric as TensorBoard scalars into this folder, one TensorBoard run per "
                    "strategy (needs pip install 'fedsim[tensorboard]'), for runs that write a results folder "
                    "(default: none)",

@@ -28,6 +28,13 @@ NUMBER_RANGES = {
     "holdout_clients": dict(low=0.0, high=1.0, low_open=True),
     "client_dropout": dict(low=0.0, high=1.0),
     "stragglers": dict(low=0.0, high=1.0, high_closed=True),
+    "dp_clip": dict(low=0.0, low_open=True),
+    "dp_noise": dict(low=0.0),
+    "dp_target_epsilon": dict(low=0.0, low_open=True),
+    "dp_delta": dict(low=0.0, high=1.0, low_open=True),
+    "dp_adaptive_quantile": dict(low=0.0, high=1.0, low_open=True),
+    "dp_clip_lr": dict(low=0.0, low_open=True),
+    "dp_count_noise": dict(low=0.0, low_open=True),
 }
 
 #: The largest finite float32 number, (2 - 2**-23) * 2**127 (``numpy.finfo(numpy.float32).max``).

@@ -102,6 +102,15 @@ class RunConfig:
     holdout_clients: float | None = None
     client_dropout: float = 0.0
     stragglers: float = 0.0
+    client_sampling: str = "fixed"
+    dp_clip: float | None = None
+    dp_noise: float | None = None
+    dp_target_epsilon: float | None = None
+    dp_delta: float = 1e-5
+    dp_accountant: str = "rdp"
+    dp_adaptive_quantile: float | None = None
+    dp_clip_lr: float = 0.2
+    dp_count_noise: float | None = None
     tensorboard: str | None = None
     label_smoothing: float = 0.0
     fused: bool = True
@@ -157,7 +166,7 @@ class RunConfig:
         1.0
         """
         strategy = get_strategy(name)
-        weights = self.weights if keep_weights and self.weights in strategy.weight_rules else strategy.weight_rules[0]
+        weights = self.weights if keep_weights and self.weights in strategy.weight_rules else None  # its default
         resets = {field: default for field, default in setting_defaults().items()
                   if not strategy.reads(field, weights)}
         return dataclasses.replace(self, strategy=name, weights=weights,
@@ -185,11 +194,15 @@ class RunConfig:
         """Return a copy with ``changes`` applied (and validated).
 
         A new ``strategy`` goes through `for_strategy` first: the fields it does not read, and
-        ``weights``, return to their defaults unless ``changes`` sets them.
+        ``weights``, return to their defaults unless ``changes`` sets them. Turning client-level DP
+        on (``dp_clip``) turns the strategy's default ``weights`` into DP's, equal.
         """
         config = self
         if "strategy" in changes and changes["strategy"] != self.strategy:
             config = self.for_strategy(changes.pop("strategy"))
+        if changes.get("dp_clip") is not None and "weights" not in changes \
+                and config.weights == get_strategy(config.strategy).weight_rules[0]:
+            changes["weights"] = None  # the default rule of a run that turns client-level DP on: equal
         return dataclasses.replace(config, **changes)
 
 

@@ -62,12 +62,19 @@ _FEDAVG = frozenset({"fedavg"})
 #: The strategies that train clients locally for a round: FedAvg and the algorithms built on its round.
 LOCAL = frozenset({"fedavg", "scaffold", "fednova", "moon"})
 _GRADIENT = frozenset({"allreduce", "reweighted"})
+_CLIENT_DP = "client-level DP's {what}; allreduce and reweighted's privacy unit would be a sample: DP-SGD"
 
 #: The strategy-specific fields of `fedsim.config.RunConfig`; every other field is read by every strategy.
 SETTINGS: dict[str, Setting] = {
     "fraction": Setting(LOCAL, "FedAvg's fraction C of clients sampled per round"),
     "client_dropout": Setting(LOCAL, "the chance that a sampled client fails to return"),
     "stragglers": Setting(LOCAL, "the share of a round's clients that do partial work"),
+    "client_sampling": Setting(LOCAL, "how FedAvg's round samples its clients"),
+    **{name: Setting(LOCAL, _CLIENT_DP.format(what=what)) for name, what in (
+        ("dp_clip", "clip of each client's update"), ("dp_noise", "noise multiplier"),
+        ("dp_target_epsilon", "target epsilon"), ("dp_delta", "delta"), ("dp_accountant", "accountant"),
+        ("dp_adaptive_quantile", "adaptive clip's quantile"), ("dp_clip_lr", "adaptive clip's learning rate"),
+        ("dp_count_noise", "noise on the count of unclipped updates"))},
     "local_epochs": Setting(LOCAL, "FedAvg's local epochs E per round"),
     "local_steps": Setting(LOCAL, "FedAvg's local steps tau per round"),
     "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),
@@ -169,7 +176,8 @@ class Strategy:
     def describe(self, config) -> str:
         """Return a one-line description of this strategy under ``config``, named as its row and folder (``config.label``).
 
-        fedavg with a proximal term runs as fedprox, and the line says so, as the table does.
+        fedavg with a proximal term runs as fedprox, and the line says so, as the table does. A run
+        with client-level DP has a second line: its mechanism and the epsilon the run will spend.
         """
         if self.local_training:
             work = f"tau={config.local_steps} steps" if config.local_steps else f"E={config.local_epochs} epochs"
@@ -178,8 +186,13 @@ class Strategy:
                 prox = f", contrastive mu={config.moon_mu} T={config.moon_temperature}"
             if config.algorithm_options:
                 prox = ", " + ", ".join(f"{name}={value}" for name, value in sorted(config.algorithm_options.items()))
-            return (f"{config.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
+            line = (f"{config.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
                     f"{config.weights} weights, server {server_step(config)}")
+            if config.dp_clip is None:
+                return line
+            from ..privacy.plan import PrivacyPlan  # the accountant: only where a run has DP
+
+            return f"{line}\n  {PrivacyPlan.for_config(config).describe()}"
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
             else config.weights
         return (f"{self.name}: 1 step of B={config.batch_size} per rank, {rule} weights, "

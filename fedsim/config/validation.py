@@ -19,6 +19,7 @@ from .client_evaluation import check_client_evaluation
 from .combinations import check_gradient_settings, check_server_optimizer, check_vectorize
 from .extras import check_tensorboard_installed
 from .partitioning import SCHEMES, check_scheme_settings
+from .privacy import check_privacy, privacy_weights
 from .ranges import NUMBER_RANGES, check_float32_scalars
 from .strategies import get_strategy, named_values
 from .strategy_settings import check_algorithm_options, unread_message
@@ -106,7 +107,7 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
             object.__setattr__(config, name, check_number(name, getattr(config, name), **interval))
     if config.dtype == "float32":
         check_float32_scalars(config)
-    object.__setattr__(config, "weights", config.weights or strategy.weight_rules[0])
+    object.__setattr__(config, "weights", privacy_weights(config) or strategy.weight_rules[0])
     allowed = strategy.weight_rules
     if config.weights not in allowed:
         known = "" if config.weights in WEIGHT_RULES else f" (known rules: {', '.join(WEIGHT_RULES)})"
@@ -146,3 +147,4 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
             raise unread_message(name, value, {config.strategy: config.weights}, comparison=False)
     check_server_optimizer(config, defaults)
     check_gradient_settings(config)
+    check_privacy(config, defaults)

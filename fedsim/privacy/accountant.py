@@ -22,6 +22,8 @@ its rounds' whatever the breaks, and composing a round at a time, which costs 30
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 from dataclasses import dataclass
 
@@ -96,8 +98,9 @@ def epsilon(sampling: ClientSampling, noise_multiplier: float, rounds: int, delt
         return math.inf
     dp = _dp_accounting()
     ledger = _accountant(accountant, sampling)
-    ledger.compose(dp.SelfComposedDpEvent(round_event(sampling, noise_multiplier), rounds))
-    return float(ledger.get_epsilon(delta))
+    with _quiet_orders():
+        ledger.compose(dp.SelfComposedDpEvent(round_event(sampling, noise_multiplier), rounds))
+        return float(ledger.get_epsilon(delta))
 
 
 def noise_for_epsilon(target_epsilon: float, sampling: ClientSampling, rounds: int, delta: float,
@@ -112,9 +115,10 @@ def noise_for_epsilon(target_epsilon: float, sampling: ClientSampling, rounds: i
     delta = check_number("delta", delta, low=0.0, high=1.0, low_open=True)
     _accountant(accountant, sampling)  # refused here, before the search, where it cannot account the sampling
     dp = _dp_accounting()
-    return float(dp.calibrate_dp_mechanism(
-        lambda: _accountant(accountant, sampling),
-        lambda z: dp.SelfComposedDpEvent(round_event(sampling, z), rounds), target_epsilon, delta))
+    with _quiet_orders():
+        return float(dp.calibrate_dp_mechanism(
+            lambda: _accountant(accountant, sampling),
+            lambda z: dp.SelfComposedDpEvent(round_event(sampling, z), rounds), target_epsilon, delta))
 
 
 def round_event(sampling: ClientSampling, noise_multiplier: float):
@@ -134,10 +138,7 @@ def _accountant(name: str, sampling: ClientSampling):
     if sampling.kind == "poisson":
         relation = dp.NeighboringRelation.ADD_OR_REMOVE_ONE
     elif name == "pld":
-        raise SettingError("{dp_accountant} cannot account {client_sampling}: dp-accounting's PLD accountant does not "
-                           "take sampling without replacement; use {rdp} or {poisson}", dp_accountant=name,
-                           client_sampling=sampling.kind, fields={"rdp": "dp_accountant", "poisson": "client_sampling"},
-                           rdp="rdp", poisson="poisson")
+        raise pld_refusal(sampling.kind)
     else:
         relation = dp.NeighboringRelation.REPLACE_ONE
     if name == "rdp":
@@ -147,6 +148,30 @@ def _accountant(name: str, sampling: ClientSampling):
     from dp_accounting.pld import PLDAccountant
 
     return PLDAccountant(neighboring_relation=relation, value_discretization_interval=PLD_DISCRETIZATION)
+
+
+@contextlib.contextmanager
+def _quiet_orders():
+    """Keep dp-accounting's RDP from logging each order it leaves out where its series does not converge.
+
+    It logs a warning per order and per call (a line per order every round of a run); the orders
+    it leaves out are the ones that would not have given the smallest epsilon.
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def pld_refusal(client_sampling: str) -> SettingError:
+    """Return the refusal of the PLD accountant for ``client_sampling`` (fixed), which it cannot account."""
+    return SettingError("{dp_accountant} cannot account {client_sampling}: dp-accounting's PLD accountant does not "
+                        "take sampling without replacement; use {rdp} or {poisson}", dp_accountant="pld",
+                        client_sampling=client_sampling, fields={"rdp": "dp_accountant", "poisson": "client_sampling"},
+                        rdp="rdp", poisson="poisson")
 
 
 def _dp_accounting():

@@ -21,6 +21,9 @@ class RoundStats:
     #: FedAvg's round: sampled clients that failed to return (``client_dropout``), and stragglers
     dropped: int = 0
     stragglers: int = 0
+    #: client-level DP: the clip norm the round used, and the epsilon spent once it was released
+    dp_clip: float | None = None
+    epsilon: float | None = None
 
     @property
     def train_loss(self) -> float:

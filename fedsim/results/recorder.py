@@ -179,6 +179,10 @@ class Recorder:
             row["dropped_clients"] = stats.dropped
         if self.config.stragglers:
             row["stragglers"] = stats.stragglers
+        if self.config.client_sampling == "poisson":  # a Poisson round's size varies
+            row["clients"] = stats.clients
+        if stats.epsilon is not None:
+            row["dp_clip"], row["epsilon"] = stats.dp_clip, stats.epsilon
         if metrics is not None and "per_class_accuracy" in metrics:
             self.per_class = list(metrics["per_class_accuracy"])
         if clients is not None:

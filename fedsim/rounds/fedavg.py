@@ -20,6 +20,9 @@ from .system import dropped_clients, partial_work, stragglers
 from ..server import ServerOptimizer
 from ..client.loss_scale import RoundLossScale
 from ..client.training import LocalTraining
+from ..privacy.mechanism import ClientPrivacy
+from ..privacy.plan import PrivacyPlan
+from ..support import privacy_refusal
 
 
 class FedAvgRounds:
@@ -52,6 +55,7 @@ class FedAvgRounds:
         self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
         self.algorithm = round_algorithm(config, model, self.global_state)
+        self.privacy = self.client_privacy()
         # False on a server whose clients keep their states themselves (Flower's nodes): its
         # checkpoints lack them, and resuming one is refused rather than restarting every client
         self.holds_client_states = True
@@ -59,6 +63,15 @@ class FedAvgRounds:
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
         self._kept: list[tuple[int, list[torch.Tensor], float]] = []  # a non-linear method's (client, model, weight)
         self.loss_scale = RoundLossScale(config.amp, self.global_state[0].device)  # fp16 AMP's, else inert
+
+    def client_privacy(self) -> ClientPrivacy | None:
+        """Return the round's client-level DP (``dp_clip``), or ``None``; refuse a method it cannot bound."""
+        plan = PrivacyPlan.for_config(self.config)
+        if plan is None:
+            return None
+        if (reason := privacy_refusal(self.config, self.algorithm)) is not None:
+            raise reason
+        return ClientPrivacy(plan, self.global_state, self.config.seed)
 
     def train_round(self, round_index: int, samples_before: int = 0, target: int = 0) -> RoundStats:
         """Run round ``round_index``: sampled clients, local training, weighted mean, server step.
@@ -82,11 +95,21 @@ class FedAvgRounds:
         stats : RoundStats
             The round's counts, to which `hand_in` adds each client's.
         """
-        if clients:
-            declared.begin_round(self.algorithm)
+        if clients or self.privacy is not None:
+            self.begin_sums()
         weights = aggregation_weights(self.config.weights, self.sizes, clients) if clients else []
         weighted_sum = [torch.zeros_like(t) for t in self.global_state]
         return list(zip(clients, weights)), weighted_sum, RoundStats(clients=len(clients))
+
+    def begin_sums(self) -> None:
+        """Zero the round's sums besides the models': the method's, and client-level DP's count."""
+        declared.begin_round(self.algorithm)
+        if self.privacy is not None:
+            self.privacy.begin_round()
+
+    def round_sums(self) -> list[torch.Tensor]:
+        """Return the round's sums besides the models' that every process adds to (`begin_sums`), in a fixed order."""
+        return declared.round_sums(self.algorithm) + (self.privacy.round_sums if self.privacy is not None else [])
 
     def hand_in(self, weighted_sum: list[torch.Tensor], stats: RoundStats, client: int, weight: float,
                 trained: list[torch.Tensor], *, steps: int, samples: int, loss_sum: float,
@@ -112,10 +135,16 @@ class FedAvgRounds:
 
         ``sent`` is the number of clients sent the model, those that did not reply included (every
         client of the round by default); the clients dropped by ``client_dropout`` are counted too.
+        A round without clients keeps the model, except under client-level DP, whose server
+        releases its noise every round, as its accountant assumes.
         """
-        if stats.clients:
+        if stats.clients or self.privacy is not None:
             self.combine(weighted_sum, stats)
             self.loss_scale.settle()
+            if self.privacy is not None:
+                stats.dp_clip = self.privacy.clip
+                self.privacy.release(weighted_sum, round_index)
+                stats.epsilon = self.privacy.plan.epsilon(self.privacy.rounds)
             self.step_server(weighted_sum)
         stats.bytes_up = stats.clients * self.state_bytes
         stats.bytes_down = (stats.clients if sent is None else sent) * self.state_bytes
@@ -138,6 +167,9 @@ class FedAvgRounds:
         A linear algorithm's combination is that sum; the others' (`fedsim.algorithms.Algorithm.aggregate`)
         need every model, kept in client order until `step_server`.
         """
+        if self.privacy is not None:  # clipped, alike: the client's weight is the release's 1 / qN
+            self.privacy.add_update(weighted_sum, trained)
+            return
         scale = self.client_weight(weight, num_steps)
         if self.algorithm.linear:
             accumulate(weighted_sum, trained, scale)
@@ -151,7 +183,7 @@ class FedAvgRounds:
     def drawn_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
         sampled = sample_participants(len(self.sizes), self.config.fraction, self.config.seed, round_index,
-                                      holdout_of(self.partition))
+                                      holdout_of(self.partition), poisson=self.config.client_sampling == "poisson")
         return [int(k) for k in sampled if self.sizes[k] > 0]
 
     def sampled_clients(self, round_index: int) -> list[int]:
@@ -221,8 +253,11 @@ class FedAvgRounds:
         """Add up the sums of all processes (nothing to add in one process)."""
 
     def run_notes(self) -> dict:
-        """Nothing here; an engine whose clients train in more than one way says which."""
-        return {}
+        """Client-level DP's record (`fedsim.privacy.plan.PrivacyPlan.record`), where the run has it; an engine whose
+        clients train in more than one way adds which."""
+        if self.privacy is None:
+            return {}
+        return self.privacy.plan.record(self.privacy.rounds, self.privacy.clip)
 
     def state_dict(self) -> dict:
         """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
@@ -230,6 +265,8 @@ class FedAvgRounds:
                  "algorithm": declared.state_dict(self.algorithm, with_client_states=self.holds_client_states)}
         if (scale := self.loss_scale.state_dict()) is not None:
             state["scaler"] = scale
+        if self.privacy is not None:
+            state["privacy"] = self.privacy.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -237,3 +274,5 @@ class FedAvgRounds:
         self.server.load_state_dict(state["server"])
         declared.load_state_dict(self.algorithm, state["algorithm"])
         self.loss_scale.load_state_dict(state.get("scaler"))
+        if self.privacy is not None:
+            self.privacy.load_state_dict(state["privacy"])

@@ -47,6 +47,11 @@ ENGINE_CASES = {
                                                   "local_epochs": 3, "rounds": 2, "client_dropout": 0.3,
                                                   "stragglers": 0.5, "momentum": 0.5, "server_optimizer": "adam",
                                                   "server_lr": 0.01},
+    # client-level DP: Poisson rounds of 6 clients, each rank clips its share, the noise drawn alike on both ranks
+    "fedavg, client-level DP, adaptive clip": {"strategy": "fedavg", "num_partitions": 6, "fraction": 0.5,
+                                               "client_sampling": "poisson", "local_steps": 3, "rounds": 2,
+                                               "server_lr": 0.7, "dp_clip": 0.5, "dp_noise": 0.6,
+                                               "dp_adaptive_quantile": 0.5, "dp_count_noise": 1.0},
     "allreduce, fp16 compression": {"strategy": "allreduce", "compression": "fp16"},
     "reweighted size, bf16 compression": {"strategy": "reweighted", "weights": "size", "compression": "bf16"},
     "reweighted dynamic, int8 compression": {"strategy": "reweighted", "weights": "dynamic", "compression": "int8"},

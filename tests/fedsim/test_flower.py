@@ -94,9 +94,12 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
     from fedsim.engines.flower import simulate
 
     # every client evaluated on its local test set (fine-tuned too); one client held out, never sampled; sampled
-    # clients that fail to return, and stragglers that take fewer local steps, drawn alike on both engines
+    # clients that fail to return, and stragglers that take fewer local steps, drawn alike on both engines; client-level
+    # DP on Poisson rounds with an adaptive clip: the noise, the clip and the epsilon go on across the resume, and
+    # round 2's one client fails to return, so that its server releases the noise alone
     config = RunConfig(**FEDAVG, local_test_fraction=0.25, personalize_steps=2, holdout_clients=0.25,
-                       client_dropout=0.3, stragglers=0.5)
+                       client_dropout=0.4, stragglers=0.5, client_sampling="poisson", dp_clip=0.5, dp_noise=0.7,
+                       dp_adaptive_quantile=0.5, dp_count_noise=1.0)
     simulate(config.replace(rounds=1), tmp_path / "flower")  # then resumed: FedAvgM's momentum comes back too
     # resumed from the command line, as a user would, with the settings the folder recorded
     resumed = fedsim("flower", "simulate", "--resume", "--rounds", str(config.rounds), "--quiet",
@@ -108,7 +111,10 @@ def test_flower_simulation_resumed_equals_in_process_and_writes_the_same_folder(
                                expected.global_state, **EXACT)
     # a Ray actor trains with one torch thread, this process with two: sums in other orders
     assert_rows_close(*(read_rows(tmp_path / name / "metrics.csv") for name in ("flower", "inprocess")))
-    assert sum(row["dropped_clients"] for row in read_rows(tmp_path / "flower" / "metrics.csv")) > 0
+    flower_rows = read_rows(tmp_path / "flower" / "metrics.csv")
+    assert sum(row["dropped_clients"] for row in flower_rows) > 0
+    assert [row["clients"] for row in flower_rows] == [row["clients"] for row in expected.rows]
+    assert flower_rows[1]["epsilon"] > flower_rows[0]["epsilon"] > 0 and flower_rows[1]["dp_clip"] != 0.5
     flower_clients, clients = (read_rows(tmp_path / name / "clients.csv") for name in ("flower", "inprocess"))
     assert len(clients) == 2 * 4  # each client, each round, once: the resumed run took up after round 1
     assert_rows_close(flower_clients, clients)

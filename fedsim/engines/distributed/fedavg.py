@@ -38,7 +38,7 @@ class DistributedFedAvgRounds(FedAvgRounds):
         """Sum the ranks' weighted models, the algorithm's sums and the counts (one all-reduce per dtype)."""
         counts = torch.tensor([stats.samples, stats.loss_sum, stats.steps], dtype=torch.float64,
                               device=self.ranks.device)
-        all_reduce_sum([*mean_delta, *declared.round_sums(self.algorithm), counts])
+        all_reduce_sum([*mean_delta, *self.round_sums(), counts])
         stats.samples, stats.loss_sum, stats.steps = int(counts[0]), float(counts[1]), int(counts[2])
         if self.loss_scale.scaler is not None:  # fp16 AMP: every rank's next round starts from the smallest of all
             ends = all_gather_object(self.loss_scale.ends)

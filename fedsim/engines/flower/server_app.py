@@ -62,7 +62,7 @@ class FederatedServer:
         # which sampled clients did not reply, by round (1-based, as the rows count): a lost SuperNode
         # or a client that raised; the round went on with the others
         lost = {str(round_index + 1): clients for round_index, clients in strategy.lost.items()}
-        recorder.finish(rounds.global_state, extra={"lost_clients": lost})
+        recorder.finish(rounds.global_state, extra={**rounds.run_notes(), "lost_clients": lost})
 
 
 def check_flower_config(config: RunConfig, *, resume: bool = False, deployment: bool = False) -> None:

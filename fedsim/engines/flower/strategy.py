@@ -169,7 +169,7 @@ class SeededFedAvg(FedsimStrategy):
                            samples=int(counts["samples"]), loss_sum=float(counts["loss-sum"]),
                            reply=extra_tensors(content["arrays"]))
         self._stats = rounds.close_round(round_index, weighted_sum, stats, sent=len(self._sent))
-        if not clients:  # no client came back: the model stays
+        if not clients and rounds.privacy is None:  # no client came back: the model stays (DP still released noise)
             return None, None
         return to_record(self.names, rounds.global_state), MetricRecord({"train-loss": stats.train_loss})
 

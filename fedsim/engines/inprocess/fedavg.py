@@ -59,6 +59,7 @@ class InProcessFedAvgRounds(FedAvgRounds):
     def run_notes(self) -> dict:
         """What the run's summary records of how its clients trained: as cohorts (and their memory), or the loop."""
         if self.vectorized is None or self.vectorized.left_to_loop:
-            return {"client_training": f"loop: {self.loop_reason or self.vectorized.left_to_loop}"}
-        return {"client_training": f"vectorized, cohorts of up to {self.vectorized.chunk} clients",
+            return {**super().run_notes(),
+                    "client_training": f"loop: {self.loop_reason or self.vectorized.left_to_loop}"}
+        return {**super().run_notes(), "client_training": f"vectorized, cohorts of up to {self.vectorized.chunk} clients",
                 "vectorized_peak_mb": round(self.vectorized.peak_bytes / 2**20, 1)}

@@ -62,8 +62,8 @@ class OneStepClients:
     def applies(rounds) -> bool:
         """Whether some of ``rounds``' clients may take a single step, and one forward computes what theirs would.
 
-        That needs plain SGD, no BatchNorm or dropout, no AMP, one micro-batch, and an algorithm
-        that is linear and trains its clients without hooks (`fedsim.algorithms.Algorithm`'s capabilities).
+        That needs plain SGD, no BatchNorm or dropout, no AMP, one micro-batch, no client-level DP, and
+        an algorithm that is linear and trains its clients without hooks (`fedsim.algorithms.Algorithm`'s capabilities).
         """
         training, algorithm = rounds.training, rounds.algorithm
         # more than one step for every client: two epochs, two steps, or a full second batch in the one epoch
@@ -71,7 +71,8 @@ class OneStepClients:
             training.local_steps is None and training.epochs == 1 and int(min(rounds.sizes)) < 2 * training.batch_size)
         return (one_step_possible and rounds.config.fused and training.optimizer.name == "sgd" and not training.amp
                 and training.micro_batches == 1 and not forward_per_rank(rounds.model)
-                and algorithm.linear and not algorithm.needs_client_loop)
+                and algorithm.linear and not algorithm.needs_client_loop
+                and rounds.privacy is None)  # client-level DP clips each client's update: it needs each one
 
     def split(self, round_index: int, assignments: list[tuple[int, float]]) -> tuple[list[OneStepClient], list]:
         """Return the (client, weight) pairs that take one step, with their batches, and the others."""

@@ -103,7 +103,7 @@ class ParallelFedAvgRounds(InProcessFedAvgRounds):
             samples, loss_sum, steps, sums, nonfinite = worker.receive()
             torch._foreach_add_(mean_delta, worker.buffer)
             if sums:
-                torch._foreach_add_(declared.round_sums(self.algorithm), sums)
+                torch._foreach_add_(self.round_sums(), sums)
             stats.add_client(samples, loss_sum, steps)
             stats.note_nonfinite(loss_sum, nonfinite)
 
@@ -178,9 +178,9 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor], 
         try:
             torch._foreach_zero_(buffer)
             stats = RoundStats()
-            declared.begin_round(rounds.algorithm)
+            rounds.begin_sums()
             rounds.train_clients(round_index, assignments, buffer, stats)
-            sums = [tensor.clone() for tensor in declared.round_sums(rounds.algorithm)]
+            sums = [tensor.clone() for tensor in rounds.round_sums()]
             connection.send((stats.samples, stats.loss_sum, stats.steps, sums, stats.nonfinite))
         except Exception as error:  # reported by the run's process, which stops
             connection.send(f"{type(error).__name__}: {error}")
