@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import torch
 
-from ...algorithms import declared
 from ...results.progress import RoundStats
 from ...rounds.fedavg import FedAvgRounds
 from .collectives import all_gather_object, all_reduce_sum

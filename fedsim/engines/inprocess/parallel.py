@@ -27,7 +27,6 @@ import torch
 from ...checks import SettingError
 from ...interrupts import ignore_stop_signals
 from ...results.progress import RoundStats
-from ...algorithms import declared
 from ...support import check_runs_on
 from .fedavg import InProcessFedAvgRounds
 
