@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from grid_report import write_report
+from privacy_axis import noise_arms, noise_label, split_arm
 from schemes import GRID_SCHEMES, slug
 
 from fedsim.comparison import ENGINES, engine_runner
@@ -45,18 +46,28 @@ ARMS = {
     "reweighted-class-balanced": {"strategy": "reweighted", "weights": "class-balanced"},
     "reweighted-dynamic": {"strategy": "reweighted", "weights": "dynamic"},
     **{name: {"strategy": name} for name in ("fedavg", "fedprox", "scaffold", "fednova", "moon", "fedadagrad",
-                                            "fedadam", "fedyogi")},
+                                            "fedadam", "fedyogi", "fedavgm")},
 }
+#: The quick preset's strategies: every arm but FedAvgM (server momentum 0.9), which the DP grid adds.
+QUICK_ARMS = [arm for arm in ARMS if arm != "fedavgm"]
 
 
 def arm_settings(arm: str) -> dict:
-    """Return the settings of ``arm``: an arm of `ARMS`, or a user's algorithm by reference (``path/to/file.py:Name``)."""
-    return dict(ARMS.get(arm) or {"strategy": arm})
+    """Return the settings of ``arm``: an arm of `ARMS`, or a user's algorithm by reference (``path/to/file.py:Name``),
+    at its noise multiplier on the DP axis (`privacy_axis`)."""
+    base, noise = split_arm(arm)
+    return {**(ARMS.get(base) or {"strategy": base}), **({} if noise is None else {"dp_noise": noise})}
 
 
 def arm_name(arm: str) -> str:
-    """Return the name tables and folders give ``arm``: its own, or a user's algorithm's ``name``."""
-    return arm if arm in ARMS else RunConfig(strategy=arm).label
+    """Return the name tables and folders give ``arm``: its own, or a user's algorithm's ``name``, and its noise."""
+    base, noise = split_arm(arm)
+    return noise_label(base if base in ARMS else RunConfig(strategy=base).label, noise)
+
+
+def grid_arms(plan: dict) -> list[str]:
+    """Return the arms a grid runs in each cell: its strategies, each at each noise multiplier of its DP axis."""
+    return noise_arms(plan["strategies"], (plan.get("dp") or {}).get("noises"))
 
 #: quick: the embedded mnist-5k, about 12 minutes on 2 CPU cores (21 with --no-vectorize). niid-bench: NIID-Bench's
 #: published setting (10 parties, all in every round, simple-cnn, batch 64, SGD lr 0.01 momentum
@@ -65,7 +76,7 @@ def arm_name(arm: str) -> str:
 PRESETS = {
     "quick": {"settings": {"dataset": "mnist-5k", "model": "mlp", "num_partitions": 10, "rounds": 15,
                            "batch_size": 10, "lr": 0.05, "local_epochs": 1},
-              "seeds": 3, "target": 0.85, "arms": list(ARMS), "schemes": list(GRID_SCHEMES)},
+              "seeds": 3, "target": 0.85, "arms": QUICK_ARMS, "schemes": list(GRID_SCHEMES)},
     "niid-bench": {"settings": {"dataset": "fashion-mnist", "model": "simple-cnn", "num_partitions": 10,
                                 "rounds": 50, "batch_size": 64, "lr": 0.01, "momentum": 0.9, "weight_decay": 1e-5,
                                 "local_epochs": 10},
@@ -96,6 +107,15 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "results differ only by the order of a sum")
     parser.add_argument("--no-vectorize", action="store_true", help="in-process: train each round's clients one "
                         "after another, never as cohorts (`fedsim run --no-vectorize`); the grid keeps the choice")
+    parser.add_argument("--num-partitions", type=int, help="change the preset's number of clients")
+    parser.add_argument("--fraction", type=float, help="the share of clients a round samples")
+    parser.add_argument("--client-sampling", choices=("fixed", "poisson"), help="how a round samples them")
+    parser.add_argument("--dp-noise", help="client-level DP: comma-separated noise multipliers z, each an axis value "
+                        "that every strategy runs at (0 clips without noise)")
+    parser.add_argument("--dp-clip", type=float, default=1.0, help="with --dp-noise: the clip norm C of each "
+                        "client's update")
+    parser.add_argument("--dp-delta", type=float, default=1e-5, help="with --dp-noise: the delta of the epsilon "
+                        "reported")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
@@ -107,7 +127,8 @@ def grid_plan(args) -> dict:
     """Return the grid the arguments ask for: settings, strategies, partitions, seeds, target accuracy."""
     preset = PRESETS[args.preset]
     settings = dict(preset["settings"])
-    for name in ("rounds", "local_epochs", "dataset", "model", "local_test_fraction", "personalize_steps"):
+    for name in ("rounds", "local_epochs", "dataset", "model", "local_test_fraction", "personalize_steps",
+                 "num_partitions", "fraction", "client_sampling"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
     if args.no_vectorize:
@@ -120,9 +141,36 @@ def grid_plan(args) -> dict:
     target = preset["target"] if args.target is None else args.target
     if not 0.0 < target <= 1.0:
         raise SystemExit(f"error: --target {target} must be in (0, 1]")
-    RunConfig(strategy="fedavg", **settings)  # a bad setting is one clear error before any work
-    return {"preset": args.preset, "settings": settings, "strategies": arms, "partitions": schemes,
+    shared = RunConfig(strategy="fedavg", **settings)  # a bad setting is one clear error before any work
+    plan = {"preset": args.preset, "settings": settings, "strategies": arms, "partitions": schemes,
             "seeds": seeds, "target": target, "engine": args.engine}
+    if args.dp_noise is not None:
+        plan["dp"] = privacy_axis(args)
+        for arm in grid_arms(plan):  # a gradient strategy, or a method DP cannot bound, stops here
+            try:
+                arm_config(shared, plan, arm)
+            except (ValueError, TypeError) as error:
+                raise SystemExit(f"error: {arm_name(arm)}: {error}") from None
+    return plan
+
+
+def privacy_axis(args) -> dict:
+    """Return the grid's DP axis: the clip, the delta and the noise multipliers every strategy runs at."""
+    try:
+        noises = [float(noise) for noise in args.dp_noise.split(",") if noise.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --dp-noise {args.dp_noise!r} must be comma-separated numbers") from None
+    if not noises:
+        raise SystemExit("error: --dp-noise is empty: give one noise multiplier or more")
+    return {"clip": args.dp_clip, "delta": args.dp_delta, "noises": noises}
+
+
+def arm_config(shared: RunConfig, plan: dict, arm: str) -> RunConfig:
+    """Return ``arm``'s config in a cell whose FedAvg config is ``shared``: the arm's settings, and its DP."""
+    settings = arm_settings(arm)
+    if settings.get("dp_noise") is not None:
+        settings.update(dp_clip=plan["dp"]["clip"], dp_delta=plan["dp"]["delta"])
+    return shared.for_strategy(settings.pop("strategy")).replace(**settings)
 
 
 def chosen(text: str | None, default: list[str], known: dict, flag: str, references: bool = False) -> list[str]:
@@ -169,10 +217,7 @@ def cell_configs(plan: dict, scheme: str, seed: int) -> tuple[dict[str, RunConfi
     FedAvg's grid, so that all do equal local work.
     """
     shared = RunConfig(strategy="fedavg", **plan["settings"], **GRID_SCHEMES[scheme], seed=seed)
-    configs = {}
-    for arm in plan["strategies"]:
-        settings = arm_settings(arm)
-        configs[arm] = shared.for_strategy(settings.pop("strategy")).replace(**settings)
+    configs = {arm: arm_config(shared, plan, arm) for arm in grid_arms(plan)}
     return configs, SampleGrid.from_config(shared)
 
 
@@ -187,7 +232,7 @@ def run_grid(out: Path, plan: dict, *, quiet: bool = False, workers: int = 1) ->
     from tqdm import tqdm
 
     cells = [(scheme, seed, arm) for scheme in plan["partitions"] for seed in range(plan["seeds"])
-             for arm in plan["strategies"]]
+             for arm in grid_arms(plan)]
     pending = [cell for cell in cells if not (run_folder(out, *cell) / "summary.json").exists()]
     bar = tqdm(total=len(cells), initial=len(cells) - len(pending), unit="run", disable=quiet, smoothing=0.1,
                desc="grid")
@@ -238,12 +283,14 @@ def finished_runs(out: Path, plan: dict) -> list[dict]:
     runs = []
     for scheme in plan["partitions"]:
         for seed in range(plan["seeds"]):
-            for arm in plan["strategies"]:
+            for arm in grid_arms(plan):
                 folder = run_folder(out, scheme, seed, arm)
                 if (folder / "summary.json").exists():
                     (summary,) = read_json(folder / "summary.json").values()  # a run's one strategy
                     rows = folder / "metrics.csv"
+                    base, noise = split_arm(arm)
                     runs.append({"partition": scheme, "seed": seed, "strategy": arm_name(arm), "folder": folder,
+                                 "base": arm_name(base), "noise": noise,
                                  "summary": summary, "diverged": bool(summary.get("diverged")),
                                  "rows": read_rows(rows) if rows.exists() else []})
     return runs
@@ -288,7 +335,7 @@ def main(argv=None) -> None:
     open_grid(out, plan)
     started = time.perf_counter()
     run_grid(out, plan, quiet=args.quiet, workers=args.workers)
-    named = {**plan, "strategies": [arm_name(arm) for arm in plan["strategies"]]}  # a user's algorithm by its name
+    named = {**plan, "strategies": [arm_name(arm) for arm in grid_arms(plan)]}  # a user's algorithm by its name
     runs = finished_runs(out, plan)
     written = write_report(out, named, runs)
     if args.docs:

@@ -5,7 +5,9 @@ Writes, in the grid's folder: ``results.csv`` (one row per run), ``table.csv`` a
 accuracy, MB communicated and wall time, beside each partition's heterogeneity), ``heatmap.png``
 (strategies x partitions, final accuracy), ``curves/<partition>.png`` (accuracy against round and
 against MB, the mean over seeds with a ± std band) and ``partitions/<partition>-stacked.png`` /
-``-bubbles.png`` (seed 0's partition). A strategy has one colour in every figure. A run that
+``-bubbles.png`` (seed 0's partition); on a grid with a DP axis (`privacy_axis`), each row's epsilon
+and ``privacy/<partition>.png`` (accuracy against epsilon, one curve per strategy). A strategy has one colour in
+every figure. A run that
 diverged is marked (``diverged`` in results.csv, a count in table.csv, "diverged" in table.md) and
 left out of the means, curves and boxes, which are the finished seeds'.
 """
@@ -18,6 +20,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from privacy_axis import epsilon_text, mean_epsilon, privacy_figure
 from schemes import slug
 
 from fedsim.results.plots import accuracy_heatmap, client_accuracy_boxes, learning_curves, strategy_colors
@@ -61,6 +64,10 @@ def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
         if finished and all((run["folder"] / "clients.csv").exists() for run in finished):
             written.append(client_boxes(out / "clients" / f"{slug(scheme)}.png", plan, scheme, finished, colors))
         written.extend(partition_figures(out / "partitions", scheme, cell, labels))
+        if plan.get("dp"):
+            written.append(privacy_figure(out / "privacy" / f"{slug(scheme)}.png", plan,
+                                          [row for row in rows if row["partition"] == scheme], colors,
+                                          f"{scheme}: {title(plan)}, clip {plan['dp']['clip']:g}"))
     return written
 
 
@@ -116,7 +123,8 @@ def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
             reached = [run["rounds_to_target"] for run in cell if not math.isnan(run["rounds_to_target"])]
             rows.append({"partition": scheme, "emd": float(np.mean([run["heterogeneity"]["mean_emd"] for run in done])),
                          "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in done])),
-                         "strategy": arm, "seeds": len(cell), "diverged": len(done) - len(cell),
+                         "strategy": arm, "base": done[0].get("base", arm), "noise": done[0].get("noise"),
+                         "epsilon": mean_epsilon(done), "seeds": len(cell), "diverged": len(done) - len(cell),
                          "final_acc": mean("final_acc"),
                          "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
                          "best_acc_std": std("best_acc"), "best_round": mean("best_round"),
@@ -190,16 +198,19 @@ def markdown(plan: dict, rows: list[dict]) -> str:
         values = [final_accuracy(cell) if cell else "" for cell in cells]
         lines.append(f"| {scheme} | {emd:.2f} | " + " | ".join(values) + " |")
     target = plan["target"]
+    private = bool(plan.get("dp"))  # the epsilon each row's runs spent, at the grid's delta
     lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
               "with how many did)", "",
-              "| partition | EMD | JS | strategy | final acc | best acc (round) | last-5 mean acc | "
+              "| partition | EMD | JS | strategy | " + ("epsilon | " if private else "")
+              + "final acc | best acc (round) | last-5 mean acc | "
               + "".join(f"{CLIENT_HEADERS[key]} | " for key in client_keys) + "rounds to target | MB sent | wall s |",
-              "|---|---:|---:|---|---:|---:|---:|" + "---:|" * len(client_keys) + "---:|---:|---:|"]
+              "|---|---:|---:|---|" + "---:|" * private + "---:|---:|---:|" + "---:|" * len(client_keys)
+              + "---:|---:|---:|"]
     for row in rows:
         reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
         best_round = "" if math.isnan(row["best_round"]) else f" ({row['best_round']:.{1 if several else 0}f})"
         lines.append(f"| {row['partition']} | {row['emd']:.2f} | {row['js']:.3f} | {row['strategy']} | "
-                     f"{final_accuracy(row)} | {spread(row, 'best_acc')}{best_round} | "
+                     + (f"{epsilon_text(row['epsilon'])} | " if private else "") + f"{final_accuracy(row)} | {spread(row, 'best_acc')}{best_round} | "
                      f"{spread(row, 'last5_acc')}{last_rounds_note(row.get('last5_rounds'))} | "
                      + "".join(f"{spread(row, key)} | " for key in client_keys)
                      + f"{reached} ({row['reached']}/{row['seeds']}) | "

@@ -105,9 +105,10 @@ FIELD_DOCS = {
     "dp_clip": "client-level differential privacy (DP-FedAvg): clip each client's update, one flat vector over "
                "every tensor, to this L2 norm C > 0; the server adds Gaussian noise to the sum, divides it by the "
                "expected number of clients and weighs clients alike (default: none, no DP)",
-    "dp_noise": "``dp_clip``: the noise multiplier z >= 0, the noise's standard deviation over C (0 clips only)",
+    "dp_noise": "``dp_clip``: the noise multiplier z >= 0, the noise's standard deviation over C (0 clips only) "
+                "(default: none; give it or ``dp_target_epsilon``)",
     "dp_target_epsilon": "``dp_clip``: find the noise multiplier that spends this epsilon > 0 at ``dp_delta`` over "
-                         "the run's rounds and sampling, instead of giving ``dp_noise``",
+                         "the run's rounds and sampling, instead of giving ``dp_noise`` (default: none)",
     "dp_delta": "``dp_clip``: the delta in (0, 1) at which the run's epsilon is reported",
     "dp_accountant": "``dp_clip``: the privacy accountant, rdp (Renyi DP) or pld (privacy loss distributions, "
                      "tighter; Poisson ``client_sampling`` only), both from dp-accounting (pip install 'fedsim[dp]')",

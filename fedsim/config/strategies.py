@@ -191,8 +191,9 @@ class Strategy:
             if config.dp_clip is None:
                 return line
             from ..privacy.plan import PrivacyPlan  # the accountant: only where a run has DP
+            from .partitioning import training_client_count
 
-            return f"{line}\n  {PrivacyPlan.for_config(config).describe()}"
+            return f"{line}\n  {PrivacyPlan.for_config(config, training_client_count(config)).describe()}"
         rule = f"{config.weights} ({config.dynamic_rule}, T={config.temperature})" if config.weights == "dynamic" \
             else config.weights
         return (f"{self.name}: 1 step of B={config.batch_size} per rank, {rule} weights, "

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass
 
 from ..checks import SettingError
-from ..config.partitioning import training_client_count
 from .accountant import ClientSampling, epsilon, noise_for_epsilon
 
 
@@ -52,11 +51,14 @@ class PrivacyPlan:
     count_noise: float
 
     @classmethod
-    def for_config(cls, config) -> PrivacyPlan | None:
-        """Return ``config``'s plan, ``None`` without ``dp_clip``; a target ε is turned into z here (by search)."""
+    def for_config(cls, config, population: int) -> PrivacyPlan | None:
+        """Return ``config``'s plan over ``population`` training clients, ``None`` without ``dp_clip``.
+
+        A target ε is turned into z here (by search).
+        """
         if config.dp_clip is None:
             return None
-        sampling = client_sampling(config)
+        sampling = client_sampling(config, population)
         noise = config.dp_noise
         if noise is None:
             noise = _noise_for(config.dp_target_epsilon, sampling, config.rounds, config.dp_delta,
@@ -108,13 +110,12 @@ class PrivacyPlan:
                 "dp_rounds": rounds}
 
 
-def client_sampling(config) -> ClientSampling:
-    """Return the sampling of ``config``'s rounds over its training clients (those not held out).
+def client_sampling(config, population: int) -> ClientSampling:
+    """Return the sampling of ``config``'s rounds over ``population``, its training clients (those not held out).
 
     A fixed round takes ``max(1, round(fraction * N))`` clients (`fedsim.schedule.sample_clients`),
     a Poisson round each with probability ``fraction``.
     """
-    population = training_client_count(config)
     if config.client_sampling == "poisson":
         return ClientSampling("poisson", population, config.fraction * population)
     return ClientSampling("fixed", population, min(population, max(1, int(round(config.fraction * population)))))

@@ -66,7 +66,8 @@ class FedAvgRounds:
 
     def client_privacy(self) -> ClientPrivacy | None:
         """Return the round's client-level DP (``dp_clip``), or ``None``; refuse a method it cannot bound."""
-        plan = PrivacyPlan.for_config(self.config)
+        # the accountant is told the clients the rounds sample from: those not held out
+        plan = PrivacyPlan.for_config(self.config, len(self.sizes) - len(holdout_of(self.partition)))
         if plan is None:
             return None
         if (reason := privacy_refusal(self.config, self.algorithm)) is not None:
@@ -110,6 +111,25 @@ class FedAvgRounds:
     def round_sums(self) -> list[torch.Tensor]:
         """Return the round's sums besides the models' that every process adds to (`begin_sums`), in a fixed order."""
         return declared.round_sums(self.algorithm) + (self.privacy.round_sums if self.privacy is not None else [])
+
+    def clients_need(self) -> dict:
+        """Return the server's state, besides the global model, that a process training this round's clients needs
+        and would otherwise hold a stale copy of (a worker forked when the run began): the method's broadcast
+        state (`fedsim.algorithms.ServerState`), and client-level DP's clip, which the round's updates are clipped to.
+        """
+        needed = {}
+        if broadcast := declared.broadcast(self.algorithm):
+            needed["broadcast"] = [tensor.detach().clone() for tensor in broadcast]
+        if self.privacy is not None:
+            needed["privacy"] = self.privacy.state_dict()
+        return needed
+
+    def take_what_clients_need(self, needed: dict) -> None:
+        """Take the server's `clients_need` in a process that trains clients for it."""
+        if "broadcast" in needed:
+            declared.receive_broadcast(self.algorithm, needed["broadcast"])
+        if "privacy" in needed:
+            self.privacy.load_state_dict(needed["privacy"])
 
     def hand_in(self, weighted_sum: list[torch.Tensor], stats: RoundStats, client: int, weight: float,
                 trained: list[torch.Tensor], *, steps: int, samples: int, loss_sum: float,

@@ -71,7 +71,8 @@ ABOVE = {
     "fedsim.client": ("fedsim.algorithms", "fedsim.rounds", "fedsim.engines", "fedsim.results", "fedsim.comm",
                       "fedsim.config", "fedsim.cli", "fedsim.comparison"),
     "fedsim.engines": ("fedsim.cli", "fedsim.comparison"),
-    # the accountant is arithmetic on the sampling and the noise: it knows no model, round or engine
+    # the accountant and the mechanism are arithmetic on the sampling, the updates and the noise: they know no
+    # model, round loop, engine or setting file
     "fedsim.privacy": ("fedsim.rounds", "fedsim.engines", "fedsim.cli", "fedsim.comparison", "fedsim.results",
                        "fedsim.algorithms", "fedsim.client", "fedsim.comm", "fedsim.config"),
     # the table of what runs where reads the methods' declarations and the settings; every engine asks it

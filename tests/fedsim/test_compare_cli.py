@@ -102,6 +102,15 @@ UNREAD = [
     (["--stragglers", "0.5"], "allreduce", "`--stragglers`=0.5"),
     (["--vectorize"], "allreduce", "`--vectorize`"),
     (["--vectorize-chunk", "8"], "reweighted", "`--vectorize-chunk`=8"),
+    (["--client-sampling", "poisson"], "allreduce", "`--client-sampling`='poisson'"),
+    (["--dp-clip", "1"], "reweighted", "`--dp-clip`=1.0"),
+    (["--dp-noise", "1"], "allreduce", "`--dp-noise`=1.0"),
+    (["--dp-target-epsilon", "8"], "reweighted", "`--dp-target-epsilon`=8.0"),
+    (["--dp-delta", "1e-6"], "allreduce", "`--dp-delta`=1e-06"),
+    (["--dp-accountant", "pld"], "reweighted", "`--dp-accountant`='pld'"),
+    (["--dp-adaptive-quantile", "0.5"], "allreduce", "`--dp-adaptive-quantile`=0.5"),
+    (["--dp-clip-lr", "0.1"], "reweighted", "`--dp-clip-lr`=0.1"),
+    (["--dp-count-noise", "2"], "allreduce", "`--dp-count-noise`=2.0"),
 ]
 
 

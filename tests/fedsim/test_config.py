@@ -45,6 +45,15 @@ UNREAD = [
     ("stragglers", 0.5, "reweighted"),
     ("vectorize", True, "allreduce"),
     ("vectorize_chunk", 8, "reweighted"),
+    ("client_sampling", "poisson", "allreduce"),
+    ("dp_clip", 1.0, "allreduce"),
+    ("dp_noise", 1.0, "reweighted"),
+    ("dp_target_epsilon", 8.0, "allreduce"),
+    ("dp_delta", 1e-6, "reweighted"),
+    ("dp_accountant", "pld", "allreduce"),
+    ("dp_adaptive_quantile", 0.5, "reweighted"),
+    ("dp_clip_lr", 0.1, "allreduce"),
+    ("dp_count_noise", 2.0, "reweighted"),
 ]
 
 

@@ -74,3 +74,39 @@ def test_a_worker_that_dies_or_fails_stops_the_run_with_an_error_naming_it(tmp_p
 def test_bad_workers_are_one_error_naming_the_flag(tmp_path, flags, message):
     assert message in error_line(fedsim("run", *QUICK, *flags, "--out", str(tmp_path / "r")))
     assert not (tmp_path / "r").exists()
+
+
+LAGGED_ANCHOR = '''
+import torch
+
+from fedsim.algorithms import Algorithm, ServerState
+from fedsim.algorithms.fedprox import Proximal
+
+
+class LaggedAnchor(Algorithm):
+    """FedProx's pull towards the global model of the round before (zero in round 0): a broadcast server state."""
+
+    name = "lagged-anchor"
+
+    def __init__(self, config, model, global_state):
+        super().__init__(config, model, global_state)
+        self.global_state = global_state
+        self.anchor = ServerState(global_state[: self.num_params], broadcast=True)
+        self.next_anchor = ServerState(global_state[: self.num_params])
+
+    def local_terms(self, client, global_state):
+        return Proximal(list(self.anchor), 0.5)
+
+    def end_round(self):
+        with torch.no_grad():
+            torch._foreach_copy_(self.anchor, list(self.next_anchor))
+            torch._foreach_copy_(self.next_anchor, self.global_state[: self.num_params])
+'''
+
+
+@pytest.mark.numerics
+def test_workers_take_the_servers_broadcast_state_of_each_round(tmp_path):
+    """A forked worker's copy of a method's broadcast state would stay the round-0 one: the server sends it."""
+    (tmp_path / "lagged.py").write_text(LAGGED_ANCHOR)
+    config = RunConfig(**SETTINGS, strategy=f"{tmp_path}/lagged.py:LaggedAnchor")
+    torch.testing.assert_close(run(config, workers=2).global_state, run(config).global_state, **EXACT)

@@ -95,7 +95,7 @@ def test_the_clip_takes_every_tensor_as_one_vector_below_at_and_above_the_clip()
     """Three clients whose updates' norms are 0.5, 1 (= C) and 2 over two tensors; z = 0, qN = 3."""
     global_state = [torch.ones(2, dtype=torch.float64), torch.zeros(3, dtype=torch.float64)]
     config = RunConfig(num_partitions=3, fraction=1.0, dp_clip=1.0, dp_noise=0.0, dtype="float64")
-    privacy = ClientPrivacy(PrivacyPlan.for_config(config), global_state, seed=0)
+    privacy = ClientPrivacy(PrivacyPlan.for_config(config, config.num_partitions), global_state, seed=0)
     # each update: (3, 4) split over the tensors, scaled to its norm
     unit = [torch.tensor([0.6, 0.0], dtype=torch.float64), torch.tensor([0.0, 0.8, 0.0], dtype=torch.float64)]
     updates = [[tensor * scale for tensor in unit] for scale in (0.5, 1.0, 2.0)]
@@ -122,7 +122,7 @@ def test_the_noise_has_standard_deviation_z_c_over_qn_per_coordinate():
     config = RunConfig(num_partitions=clients, fraction=fraction, client_sampling="poisson", dp_clip=clip,
                        dp_noise=z, dtype="float64")
     global_state = [torch.zeros(50, 40, dtype=torch.float64), torch.zeros(500, dtype=torch.float64)]
-    privacy = ClientPrivacy(PrivacyPlan.for_config(config), global_state, seed=3)
+    privacy = ClientPrivacy(PrivacyPlan.for_config(config, config.num_partitions), global_state, seed=3)
     released = []
     for round_index in range(40):
         total = [torch.zeros_like(t) for t in global_state]
@@ -159,7 +159,7 @@ def test_adaptive_clipping_follows_the_geometric_update_on_the_noised_count():
     gamma, lr, sigma_b, z = 0.5, 0.2, 2.0, 0.9
     config = RunConfig(num_partitions=10, fraction=0.4, client_sampling="poisson", dp_clip=1.0, dp_noise=z,
                        dp_adaptive_quantile=gamma, dp_clip_lr=lr, dp_count_noise=sigma_b, dtype="float64")
-    plan = PrivacyPlan.for_config(config)
+    plan = PrivacyPlan.for_config(config, config.num_partitions)
     assert plan.update_noise == pytest.approx((z**-2 - (2 * sigma_b) ** -2) ** -0.5, rel=1e-15)
     global_state = [torch.zeros(4, dtype=torch.float64)]
     privacy = ClientPrivacy(plan, global_state, seed=5)
@@ -183,7 +183,7 @@ def test_an_adaptive_clip_whose_noise_leaves_none_for_the_update_is_refused():
     config = RunConfig(num_partitions=10, fraction=0.5, dp_clip=1.0, dp_noise=1.0, dp_adaptive_quantile=0.5)
     with pytest.raises(ValueError, match=r"`dp_noise`=1.0 leaves no noise for the update .* below twice "
                                          r"`dp_count_noise` \(0.5\)"):
-        PrivacyPlan.for_config(config)
+        PrivacyPlan.for_config(config, config.num_partitions)
 
 
 def test_a_round_without_clients_still_releases_the_noise_under_dp_and_keeps_the_model_without():
@@ -200,13 +200,14 @@ def test_a_round_without_clients_still_releases_the_noise_under_dp_and_keeps_the
 
 
 def test_the_accountant_is_told_the_sampling_of_the_training_clients():
-    fixed = client_sampling(RunConfig(num_partitions=10, fraction=0.25, dp_clip=1.0, dp_noise=1.0))
+    fixed = client_sampling(RunConfig(num_partitions=10, fraction=0.25, dp_clip=1.0, dp_noise=1.0), 10)
     assert (fixed.kind, fixed.num_clients, fixed.per_round) == ("fixed", 10, 2)  # round(2.5) clients a round
     assert fixed.per_round == len(sample_clients(10, 0.25, 0, 0))
-    held = client_sampling(RunConfig(num_partitions=10, fraction=0.5, holdout_clients=0.2, local_test_fraction=0.2,
-                                     client_sampling="poisson",
-                                     dp_clip=1.0, dp_noise=1.0))
-    assert (held.kind, held.num_clients, held.rate) == ("poisson", 8, 0.5)
+    # 2 of 10 clients held out: the rounds sample the other 8, each with chance 1/2
+    config = RunConfig(**{**FULL_BATCH, "num_partitions": 10, "alpha": 5.0}, fraction=0.5, holdout_clients=0.2,
+                       local_test_fraction=0.2, client_sampling="poisson", dp_clip=1.0, dp_noise=1.0)
+    held = run(config.replace(rounds=1)).summary
+    assert (held["dp_sampling"], held["dp_population"], held["dp_sampling_rate"]) == ("poisson", 8, 0.5)
 
 
 @pytest.mark.numerics
@@ -269,3 +270,12 @@ def test_a_user_method_that_combines_other_than_by_a_sum_is_refused():
 def test_dp_settings_that_contradict_each_other_are_refused_by_name(settings, message):
     with pytest.raises(ValueError, match=message):
         RunConfig(**settings)
+
+
+@pytest.mark.numerics
+def test_workers_add_up_the_clipped_updates_and_the_count_as_one_process_does():
+    config = RunConfig(**{**POISSON, "vectorize": False}, dp_clip=0.5, dp_noise=0.8, dp_adaptive_quantile=0.5,
+                       dp_count_noise=1.0)
+    alone, shared = run(config), run(config, workers=2)
+    torch.testing.assert_close(shared.global_state, alone.global_state, **EXACT)
+    assert [row["dp_clip"] for row in shared.rows] == pytest.approx([row["dp_clip"] for row in alone.rows], rel=1e-12)

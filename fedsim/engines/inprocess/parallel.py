@@ -93,7 +93,7 @@ class ParallelFedAvgRounds(InProcessFedAvgRounds):
         if not self._pool:
             self._start_pool()
         for index, worker in enumerate(self._pool, start=1):
-            worker.send(round_index, assignments[index :: self.workers])
+            worker.send(round_index, assignments[index :: self.workers], self.clients_need())
         return assignments[:: self.workers]
 
     def combine(self, mean_delta: list[torch.Tensor], stats: RoundStats) -> None:
@@ -133,10 +133,10 @@ class Worker:
         child_end.close()
         self._round = None
 
-    def send(self, round_index: int, assignments: list[tuple[int, float]]) -> None:
-        """Ask the worker to train ``assignments`` in round ``round_index``."""
+    def send(self, round_index: int, assignments: list[tuple[int, float]], needed: dict) -> None:
+        """Ask the worker to train ``assignments`` in round ``round_index``, with the server's state they need."""
         self._round = round_index + 1  # as metrics.csv numbers it
-        self.connection.send((round_index, assignments))
+        self.connection.send((round_index, assignments, needed))
 
     def receive(self) -> tuple[int, float, int, list[torch.Tensor], str]:
         """Wait for the worker's round: samples, loss sum, steps, the algorithm's sums (its buffer is filled), and
@@ -173,8 +173,9 @@ def serve(rounds: ParallelFedAvgRounds, connection, buffer: list[torch.Tensor], 
     ignore_stop_signals()
     torch.set_num_threads(1)
     while (message := _next_message(connection, run_pid)) is not None:
-        round_index, assignments = message
+        round_index, assignments, needed = message
         try:
+            rounds.take_what_clients_need(needed)
             torch._foreach_zero_(buffer)
             stats = RoundStats()
             rounds.begin_sums()
