@@ -310,7 +310,7 @@ def diverged_lines(runs: list[dict]) -> list[str]:
 #: What `--docs` copies: the grid's table and figures (those it drew), renamed for the README.
 DOCS_FILES = {"table.md": "table.md", "heatmap.png": "heatmap.png", "curves/c2.png": "curves-c2.png",
               "partitions/c2-stacked.png": "partition-c2.png", "clients/c2.png": "clients-c2.png",
-              "clients/dir-0.1.png": "clients-dir-0.1.png"}
+              "clients/dir-0.1.png": "clients-dir-0.1.png", "privacy/dir-0.5.png": "privacy-dir-0.5.png"}
 
 
 def copy_for_docs(out: Path, docs: Path) -> list[Path]:

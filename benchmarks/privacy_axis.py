@@ -54,6 +54,7 @@ def privacy_figure(path: Path, plan: dict, rows: list[dict], colors: dict, title
     a run without noise (infinite epsilon) is a dashed line of its strategy's colour.
     """
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     from partitions.figure_file import save_figure
 
@@ -74,6 +75,9 @@ def privacy_figure(path: Path, plan: dict, rows: list[dict], colors: dict, title
             for row in (row for row in mine if not math.isfinite(row["epsilon"])):
                 axis.axhline(row[key], linestyle="--", color=color, linewidth=1, label=f"{base}, no noise")
         axis.set_xscale("log")
+        spent = sorted({row["epsilon"] for row in rows if math.isfinite(row["epsilon"])})
+        axis.set_xticks(spent, [f"{epsilon:.3g}" for epsilon in spent])  # the epsilons the runs spent
+        axis.xaxis.set_minor_formatter(NullFormatter())
         axis.set_xlabel(f"epsilon at delta = {plan['dp']['delta']:g} after the run")
         axis.set_ylabel(f"{heading} test accuracy")
         axis.grid(True, alpha=0.3)

@@ -99,7 +99,7 @@ class PrivacyPlan:
         shown = "infinite (no noise)" if math.isinf(spent) else f"{spent:.3f}"
         return (f"client-level DP: {clip}, noise z={self.noise_multiplier:.4g}, {self.sampling.kind} sampling "
                 f"q={self.sampling.rate:.4g} of N={self.sampling.num_clients}; epsilon {shown} at delta="
-                f"{self.delta:g} after {self.rounds} rounds ({self.accountant})")
+                f"{self.delta:g} after {self.rounds} round{'s' * (self.rounds != 1)} ({self.accountant})")
 
     def record(self, rounds: int, clip: float) -> dict:
         """Return what the run's summary records after ``rounds`` rounds, with the clip ``clip`` now."""

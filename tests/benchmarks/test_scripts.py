@@ -222,3 +222,26 @@ def test_the_plain_flower_reference_app_runs_under_flwr_run_and_reports_its_roun
     printed = json.loads(script("flower_reference.py", "2", "1", "2").strip().splitlines()[-1])
     assert 0.1 < printed["accuracy"] <= 1.0 and printed["wall_s"] > 0
     assert len(printed["round_s"]) == 2 and all(seconds > 0 for seconds in printed["round_s"])
+
+
+def test_the_grids_dp_axis_runs_each_strategy_at_each_noise_and_draws_accuracy_against_epsilon(tmp_path):
+    out = tmp_path / "grid"
+    args = ["--dataset", "digits", "--strategies", "fedavg,fedadam", "--partitions", "Dir(0.5)", "--seeds", "1",
+            "--rounds", "2", "--num-partitions", "20", "--fraction", "0.2", "--client-sampling", "poisson",
+            "--dp-noise", "0,1", "--dp-clip", "0.5", "--out", str(out), "--quiet"]
+    printed = script("compare_strategies.py", *args)
+    assert "| fedavg z=0 | fedavg z=1 | fedadam z=0 | fedadam z=1 |" in printed
+    with open(out / "table.csv") as table:
+        rows = {row["strategy"]: row for row in csv.DictReader(table)}
+    assert list(rows) == ["fedavg z=0", "fedavg z=1", "fedadam z=0", "fedadam z=1"]
+    assert rows["fedavg z=0"]["epsilon"] == "inf" and 0 < float(rows["fedavg z=1"]["epsilon"]) < math.inf
+    assert rows["fedavg z=1"]["epsilon"] == rows["fedadam z=1"]["epsilon"]  # the same sampling, noise and rounds
+    assert "| ∞ |" in (out / "table.md").read_text()
+    assert (out / "privacy" / "dir-0.5.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((out / "runs" / "dir-0.5" / "seed-0" / "fedavg z=1" / "summary.json").read_text())
+    assert summary["fedavg"]["dp_noise_multiplier"] == 1.0 and summary["fedavg"]["dp_clip"] == 0.5
+    allreduce = [*args[:3], "allreduce", *args[4:-3], "--out", str(tmp_path / "refused")]
+    refused = subprocess.run([sys.executable, str(BENCHMARKS / "compare_strategies.py"), *allreduce],
+                             capture_output=True, text=True)
+    assert refused.returncode != 0 and "allreduce z=0: `dp_clip`=0.5 does nothing with" in refused.stderr
+    assert not (tmp_path / "refused").exists()
