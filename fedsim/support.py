@@ -326,6 +326,7 @@ def format_support_table(rows: list[list[Cell]], wording=str) -> str:
     notes = [f"({number}) {wording(reason)}" for number, reason in enumerate(reasons.values(), 1)]
     settings = ("Settings can refuse more where a method runs: a model or dataset registered in this process only "
                 "(on fedsim ddp and Flower), cohorts on fedsim ddp and Flower, gradient compression, SyncBatchNorm "
-                "or AMP with allreduce and reweighted on Flower, resuming the clients' states on Flower. Each run "
-                "checks its own before it starts.")
+                "or AMP with allreduce and reweighted on Flower, resuming the clients' states on Flower, and client-level "
+                "DP with a method whose clients send more than their update (scaffold) or that weighs or "
+                "combines clients its own way (fednova). Each run checks its own before it starts.")
     return "\n".join([*text, "", *notes, "", settings])

@@ -1,7 +1,8 @@
 """Label-skew and quantity-skew partitions of a dataset, in pure numpy.
 
 Import without any deep-learning framework: ``partitions`` needs numpy and scipy alone
-(matplotlib only for `partitions.plot`).
+(matplotlib only for `partitions.plot`, flwr-datasets only for `partitions.flwr`, the schemes as
+flwr-datasets partitioners).
 """
 
 from .balanced_dirichlet import balanced_dirichlet
