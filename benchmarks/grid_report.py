@@ -124,7 +124,7 @@ def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
             rows.append({"partition": scheme, "emd": float(np.mean([run["heterogeneity"]["mean_emd"] for run in done])),
                          "js": float(np.mean([run["heterogeneity"]["mean_jensen_shannon"] for run in done])),
                          "strategy": arm, "base": done[0].get("base", arm), "noise": done[0].get("noise"),
-                         "epsilon": mean_epsilon(done), "seeds": len(cell), "diverged": len(done) - len(cell),
+                         "epsilon": mean_epsilon(done) if plan.get("dp") else math.nan, "seeds": len(cell), "diverged": len(done) - len(cell),
                          "final_acc": mean("final_acc"),
                          "final_acc_std": std("final_acc"), "best_acc": mean("best_acc"),
                          "best_acc_std": std("best_acc"), "best_round": mean("best_round"),

@@ -140,8 +140,9 @@ def digest(text: str) -> str | None:
 
 
 def code_digests(config) -> dict:
-    """Return the SHA-256 of each file ``config`` names by reference (``strategy``, ``model``, ``dataset``)."""
-    texts = {name: getattr(config, name) for name in ("strategy", "model", "dataset")}
+    """Return the SHA-256 of each file ``config`` names by reference (``strategy``, ``model``, ``dataset``,
+    ``partition``)."""
+    texts = {name: getattr(config, name) for name in ("strategy", "model", "dataset", "partition")}
     return {name: digest(text) for name, text in texts.items() if is_reference(text) and digest(text) is not None}
 
 

@@ -23,7 +23,7 @@ from ..config.strategies import list_strategies
 from ..references import did_you_mean, is_reference
 
 PARTITION_FIELDS = (
-    "dataset", "data_root", "dataset_options", "partition", "num_partitions", "alpha", "classes_per_partition",
+    "dataset", "data_root", "dataset_options", "partition", "partition_options", "num_partitions", "alpha", "classes_per_partition",
     "class_assignment_mode", "min_partition_size", "self_balancing", "max_tries", "shards_per_partition", "seed",
 )
 NORMS = ("batch", "group", "layer", "none")  # each model takes some of them; the model says which
@@ -65,12 +65,13 @@ def _model_names() -> list[str]:
 
 CHOICES = {
     "strategy": ChoicesOrReference(list_strategies()), "model": LazyChoices(_model_names), "norm": NORMS,
-    "partition": SCHEMES, "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
+    "partition": ChoicesOrReference(SCHEMES), "weights": WEIGHT_RULES, "dynamic_rule": DYNAMIC_RULES, "uneven": UNEVEN_MODES,
     "compression": COMPRESSIONS, "server_optimizer": SERVER_OPTIMIZERS, "device": DEVICES, "dtype": DTYPES,
     "class_assignment_mode": CLASS_ASSIGNMENT_MODES,
 }
 # The table fields, each set one KEY=VALUE entry at a time.
-OPTION_FLAGS = {"dataset_options": "--dataset-option", "algorithm_options": "--algorithm-option"}
+OPTION_FLAGS = {"dataset_options": "--dataset-option", "algorithm_options": "--algorithm-option",
+                "partition_options": "--partition-option"}
 # Library parameters whose names differ from the RunConfig field a flag sets.
 PARAMETER_ALIASES = {
     "num_classes_per_partition": "classes_per_partition",  # partitions.pathological, extended_dirichlet

@@ -28,7 +28,12 @@ FIELD_DOCS = {
     "partition": "how the training labels are split over the K partitions: iid, dirichlet, pathological, shards, "
                  "quantity, extended-dirichlet (#C=k with Dir(alpha) among a partition's classes), "
                  "balanced-dirichlet (Dir(alpha) with equal sizes) or natural (one partition per client id the "
-                 "data carries, such as an npz file's client_train; ``num_partitions`` must be their number)",
+                 "data carries, such as an npz file's client_train; ``num_partitions`` must be their number); or a "
+                 "flwr-datasets partitioner of the user's as package.module:Name or path/to/file.py:Name, given "
+                 "``num_partitions``, ``seed`` and partition_by='label' where it takes them (a file's path is stored "
+                 "absolute)",
+    "partition_options": "the arguments of a flwr-datasets partitioner named by reference in ``partition``, e.g. "
+                         "alpha=0.3",
     "alpha": "Dirichlet concentration, > 0: small is skewed (dirichlet, quantity, extended-dirichlet, "
              "balanced-dirichlet)",
     "classes_per_partition": "k of #C=k: classes per partition (pathological, extended-dirichlet)",

@@ -158,9 +158,10 @@ def strategy_list(value) -> list[str]:
 
 
 def merge_settings(base: Mapping, overrides: Mapping) -> dict:
-    """Return ``base`` updated by ``overrides``, merging their ``dataset_options`` (and ``algorithm_options``) key by key."""
+    """Return ``base`` updated by ``overrides``, merging their option tables (``dataset_options`` and the like) key by
+    key."""
     merged = {**base, **overrides}
-    for table in ("dataset_options", "algorithm_options"):
+    for table in ("dataset_options", "algorithm_options", "partition_options"):
         if isinstance(base.get(table), dict) and isinstance(overrides.get(table), dict):
             merged[table] = {**base[table], **overrides[table]}
     return merged

@@ -36,8 +36,8 @@ def field_values(mapping: Mapping, source: str, known, *, text: str | None = Non
     values, spelled = {}, {}
     for key, value in mapping.items():
         name = str(key).replace("-", "_")
-        if name == "dataset_option":  # the flag's own spelling, --dataset-option
-            name = "dataset_options"
+        if name in ("dataset_option", "partition_option"):  # the flag's own spelling, --dataset-option
+            name += "s"
         if name in spelled:
             raise ValueError(f"{source}{line_of(text, name, table, last=True)}: {spelled[name]!r} and {key!r} set "
                              f"the same setting; keep one of them")

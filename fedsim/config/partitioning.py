@@ -7,6 +7,7 @@ import numpy as np
 import partitions
 
 from ..checks import SettingError, check_choice
+from ..references import is_reference
 
 SCHEMES = ("iid", "dirichlet", "pathological", "shards", "quantity",
            "extended-dirichlet", "balanced-dirichlet", "natural")
@@ -242,6 +243,10 @@ def whole_partition(config, labels, client_ids=None) -> partitions.Partition:
         return load_partition_file(config.partition_file, labels, config.num_partitions)
     if config.partition == "natural":
         return natural_partition(client_ids, config.num_partitions, config.dataset)
+    if is_reference(config.partition):
+        from .partitioner_reference import partitioner_partition
+
+        return partitioner_partition(config, labels, client_ids)
     return make_partition(
         labels,
         config.partition,

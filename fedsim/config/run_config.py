@@ -56,6 +56,7 @@ class RunConfig:
     model: str = "cnn"
     norm: str | None = None
     partition: str = "dirichlet"
+    partition_options: dict = dataclasses.field(default_factory=dict)
     alpha: float = 0.5
     classes_per_partition: int = 2
     class_assignment_mode: str = CLASS_ASSIGNMENT_MODE

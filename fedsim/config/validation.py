@@ -36,7 +36,7 @@ SERVER_OPTIMIZERS = ("sgd", "adagrad", "adam", "yogi")
 
 def resolve_paths(config) -> None:
     """Make ``config``'s references to a user's files (strategy, model, dataset) absolute paths."""
-    for name in ("strategy", "model", "dataset"):  # a file's path absolute: every process finds the same file
+    for name in ("strategy", "model", "dataset", "partition"):  # a file's path absolute: every process finds it
         if is_reference(getattr(config, name)) or (name == "dataset" and split_format(config.dataset)):
             object.__setattr__(config, name, canonical(getattr(config, name), name))
 
@@ -78,10 +78,16 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
         Naming the field, its value and what it may be.
     """
     object.__setattr__(config, "algorithm_options", check_algorithm_options(strategy, config.algorithm_options))
-    check_choice("partition", config.partition, SCHEMES)
-    if not isinstance(config.dataset_options, dict):
-        raise SettingTypeError("{dataset_options:name} must be a table of option = value, got {got:text}",
-                               dataset_options=config.dataset_options, got=repr(config.dataset_options))
+    if not is_reference(config.partition):  # else a user's flwr-datasets partitioner, imported where it is used
+        check_choice("partition", config.partition, SCHEMES)
+    for name in ("dataset_options", "partition_options"):
+        if not isinstance(value := getattr(config, name), dict):
+            raise SettingTypeError("{setting:name} must be a table of option = value, got {got:text}",
+                                   fields={"setting": name}, setting=value, got=repr(value))
+    if config.partition_options and not is_reference(config.partition):
+        raise SettingError("{partition_options} does nothing with {partition}: they are the arguments of a "
+                           "partitioner named by reference (package.module:Name)",
+                           partition_options=config.partition_options, partition=config.partition)
     check_choice("dynamic_rule", config.dynamic_rule, DYNAMIC_RULES)
     check_choice("uneven", config.uneven, UNEVEN_MODES)
     check_choice("compression", config.compression, COMPRESSIONS)

@@ -18,7 +18,7 @@ from ...config.run_config import RunConfig
 from ...schedule import SampleGrid
 
 #: Fields that are not scalars travel as JSON text (Flower's run config holds scalars only).
-_JSON_FIELDS = ("dataset_options", "algorithm_options")
+_JSON_FIELDS = ("dataset_options", "algorithm_options", "partition_options")
 
 #: The app's own run-config entries beside the run's fields: the results folder ("" for none),
 #: whether to resume it, the seconds to wait for the nodes and for each round, and the samples
