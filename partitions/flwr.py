@@ -73,10 +73,8 @@ class SchemePartitioner(Partitioner):
     Attributes
     ----------
     scheme : callable
-        The `partitions` function (a class attribute of each subclass).
+        The `partitions` function (a class attribute that each subclass sets).
     """
-
-    scheme = staticmethod(iid)
 
     def __init__(self, num_partitions: int, *, partition_by: str = "label", seed: int | None = None, **settings):
         super().__init__()

@@ -15,11 +15,11 @@ from partitions._io import read_text
 
 from ..checks import SettingError, SettingTypeError
 from .keys import field_values, line_of
-from .run_config import _FIELD_DEFAULTS, FIELD_NAMES, RunConfig
+from .run_config import FIELD_DEFAULTS, FIELD_NAMES, RunConfig
 from .partitioning import SCHEME_SETTINGS
 from .client_evaluation import ON_LOCAL_TEST_SETS
 from ..provenance import ENVIRONMENT_KEY
-from .privacy import ADAPTIVE_SETTINGS, DP_SETTINGS
+from .privacy import ADAPTIVE_SETTINGS, DP_SETTINGS, NOISE_SETTINGS
 from .strategies import SETTINGS
 
 
@@ -126,7 +126,7 @@ def _check_value(name: str, value, path: Path, line: str) -> None:
                                    "{got:text}", where=f"{path}{line}", algorithm_options=value, got=repr(value))
         return
     try:  # a field at its default is valid alone; another value is checked where it is read
-        alone = name in _FIELD_DEFAULTS and value == _FIELD_DEFAULTS[name]
+        alone = name in FIELD_DEFAULTS and value == FIELD_DEFAULTS[name]
         RunConfig(**({} if alone else _where_read(name)), **{name: value})
     except (ValueError, TypeError) as error:
         raise with_source(error, "{where:text}: {reason:text}", where=f"{path}{line}") from None
@@ -181,14 +181,13 @@ def _where_read(name: str) -> dict:
         context["partition"] = SCHEME_SETTINGS[name][0][0]
     if name in ON_LOCAL_TEST_SETS:
         context["local_test_fraction"] = 0.5  # any: whether one is set is checked with the other settings
-    if name == "dp_clip" or name in DP_SETTINGS:  # any DP that reads it: the others are checked with the rest
-        context.update({"dp_clip": 1.0, "dp_noise": 0.0} if name not in ("dp_noise", "dp_target_epsilon")
-                       else {"dp_clip": 1.0})
+    if name == "dp_clip" or name in DP_SETTINGS:  # DP on, with a noise multiplier unless the setting is one
+        context.update(dp_clip=1.0, **({} if name in NOISE_SETTINGS else {"dp_noise": 0.0}))
         if name in ADAPTIVE_SETTINGS:
             context["dp_adaptive_quantile"] = 0.5
         if name == "dp_accountant":
             context["client_sampling"] = "poisson"  # the one every accountant takes
-        context.pop(name, None)
+        context.pop(name, None)  # dp_clip's own value is the one checked
     return context
 
 

@@ -13,6 +13,8 @@ from ..privacy.accountant import ACCOUNTANTS, SAMPLINGS, pld_refusal
 #: The settings that mean something only with ``dp_clip``.
 DP_SETTINGS = ("dp_noise", "dp_target_epsilon", "dp_delta", "dp_accountant", "dp_adaptive_quantile", "dp_clip_lr",
                "dp_count_noise")
+#: The settings that give the noise multiplier, one of which ``dp_clip`` needs.
+NOISE_SETTINGS = ("dp_noise", "dp_target_epsilon")
 #: The settings that mean something only with ``dp_adaptive_quantile``.
 ADAPTIVE_SETTINGS = ("dp_clip_lr", "dp_count_noise")
 

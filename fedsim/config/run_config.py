@@ -125,8 +125,8 @@ class RunConfig:
         # Three steps, each in `fedsim.config.validation`: file paths made absolute; a strategy that names
         # its settings (fedadam) resolved to its base with them; then every value and combination checked.
         resolve_paths(self)
-        strategy = resolve_strategy(self, _FIELD_DEFAULTS)
-        check_settings(self, strategy, _FIELD_DEFAULTS, setting_defaults())
+        strategy = resolve_strategy(self, FIELD_DEFAULTS)
+        check_settings(self, strategy, FIELD_DEFAULTS, setting_defaults())
 
     @property
     def label(self) -> str:
@@ -208,7 +208,8 @@ class RunConfig:
 
 
 RunConfig.__doc__ = with_parameters(RunConfig)
-_FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
+#: Every field's default (the fields with a default factory, the option tables, are left out).
+FIELD_DEFAULTS = {field.name: field.default for field in fields(RunConfig) if field.default is not dataclasses.MISSING}
 #: Every setting's name: the keys a ``config.json`` or a settings file may hold (besides a file's own).
 FIELD_NAMES = frozenset(field.name for field in fields(RunConfig))
 
