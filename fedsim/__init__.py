@@ -7,8 +7,8 @@ declared state `ServerState`, `RoundSum`, `ClientStates`); they are
 imported when first used, so that importing `fedsim` itself stays cheap (no torch). The rest is
 in the subpackages: `fedsim.data`, `fedsim.models`, `fedsim.client` (the client core: local
 training, the optimizers, the tasks), `fedsim.algorithms`, `fedsim.rounds` (what a round is),
-`fedsim.engines` (where it runs), `fedsim.comm`, `fedsim.results`, `fedsim.config`, and the
-command line in `fedsim.cli`.
+`fedsim.engines` (where it runs), `fedsim.flower` (fedsim's methods in a Flower user's own app),
+`fedsim.comm`, `fedsim.results`, `fedsim.config`, and the command line in `fedsim.cli`.
 """
 
 import importlib

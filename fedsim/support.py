@@ -21,6 +21,8 @@ engine              refuses
 ``flower-*``        a model or dataset registered in this process only, ``vectorize``, personal
                     models evaluated on clients' held-out data, resuming clients' states that live
                     on the nodes, and the gradient strategies' compression, SyncBatchNorm and AMP
+``flower-app``      (a Flower user's own app, `fedsim.flower`) the gradient strategies, and client
+                    terms that need fedsim's client core (``terms_need_client_core``: MOON)
 ==================  ===================================================================================
 """
 
@@ -58,6 +60,7 @@ ENGINES = {
     "ddp": Engine("fedsim ddp", "fedsim ddp"),
     "flower-simulation": Engine("Flower simulation", "the Flower engine"),
     "flower-deployment": Engine("Flower deployment", "the Flower engine"),
+    "flower-app": Engine("your Flower app", "fedsim.flower.MethodStrategy"),
 }
 #: The ``--workers`` count and ``--nproc`` the table asks about.
 TABLE_PROCESSES = 2
@@ -113,8 +116,15 @@ def method_refusal(strategy: Strategy, engine: str, *, workers: int = TABLE_PROC
                                 workers=workers, strategy=name)
         if engine == "cohorts":
             return unread_message("vectorize", True, {name: strategy.weight_rules[0]}, comparison=False)
+        if engine == "flower-app":
+            return SettingError("{strategy} takes one gradient step of every client at a time, not a round of a "
+                                "ClientApp's own training; run it with `fedsim flower simulate`", strategy=name)
         return None
     algorithm = algorithm_of(strategy)
+    if engine == "flower-app" and algorithm.terms_need_client_core:
+        return SettingError("{strategy}'s client term is a loss on each sample or acts on the model during training, "
+                            "which needs fedsim's client core, not a ClientApp's optimizer step; run it with "
+                            "`fedsim flower simulate`", strategy=name)
     if engine == "workers":
         return shared_out_refusal(
             algorithm, name, held=SettingError(": leave {workers:name} out (with {workers} a client trains in "

@@ -235,6 +235,9 @@ class Algorithm:
     vectorizable: bool = True
     #: Bytes a client receives and sends besides the model, per round (SCAFFOLD's control variates).
     extra_bytes: int = 0
+    #: The client terms add a loss on each sample or act on the model during training (MOON's contrast of its
+    #: features): they run in fedsim's client core, not around a user's optimizer (`fedsim.flower.ClientMethod`).
+    terms_need_client_core: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -11,7 +11,8 @@ declared as         what it is                                      what the eng
 `RoundSum`          a sum over the round's clients, added to in     zeroed as a round begins; added up
                     `after_client` or `scale` (SCAFFOLD's           over processes (``--workers``, DDP's
                     ``sum dc_k``, FedNova's totals)                 all-reduce) and from each Flower
-                                                                    client's reply
+                                                                    client's reply (where the method has
+                                                                    an `after_client`)
 `ClientStates`      what each client keeps between its rounds       checkpointed, spilled to disk past
                     (``stateful_clients = True``)                   ``client_state_memory``, kept in each
                                                                     Flower node's ``Context.state``
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from .base import Algorithm
 from .client_state import ClientStates
 
 
@@ -101,13 +103,18 @@ def receive_broadcast(algorithm, tensors: list[torch.Tensor]) -> None:
 
 
 def reply(algorithm) -> list[torch.Tensor]:
-    """On a client, after its `after_client`: its share of the round's sums, sent with its model."""
-    return round_sums(algorithm)
+    """On a client, after its `after_client`: its share of the round's sums, sent with its model.
+
+    A method whose clients run no `after_client` adds to its sums on the server only (FedNova's
+    totals, in `scale`): its clients reply with the model alone, as Flower's own strategies and
+    wrappers expect.
+    """
+    return round_sums(algorithm) if type(algorithm).after_client is not Algorithm.after_client else []
 
 
 def add_reply(algorithm, tensors: list[torch.Tensor]) -> None:
     """On the server: add a client's `reply` to the round's sums."""
-    sums = round_sums(algorithm)
+    sums = reply(algorithm)
     if len(tensors) != len(sums):
         raise ValueError(f"a client replied {len(tensors)} tensors, but {type(algorithm).__name__} declares "
                          f"{len(sums)} in its round sums: the client runs another version of the method")

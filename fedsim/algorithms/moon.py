@@ -205,6 +205,7 @@ class Moon(Algorithm):
     """
 
     stateful_clients = True
+    terms_need_client_core = True  # a loss on each sample's features
     vectorizable = True  # the contrasts stacked (ClientContrast.stacked), for a model without its own representation
     options = {"mu": Option(1.0, low=0.0, low_open=True, help="the contrastive loss's weight", setting="moon_mu"),
                "temperature": Option(0.5, low=0.0, low_open=True, help="the contrastive loss's temperature",

@@ -10,29 +10,26 @@ import torch
 
 from partitions import feature_noise_levels
 
-from ..aggregate import accumulate, aggregation_weights
-from ..algorithms import declared, round_algorithm
-from ..client.update import ClientUpdate, client_update, get_state, state_tensors
-from ..results.progress import RoundStats
-from ..schedule import holdout_of, model_bytes, sample_participants
-from .hooks import check_in_place, checked_tensors, checked_terms, checked_weight
-from .system import dropped_clients, partial_work, stragglers
-from ..server import ServerOptimizer
+from ..algorithms import declared
 from ..client.loss_scale import RoundLossScale
 from ..client.training import LocalTraining
+from ..client.update import ClientUpdate, client_update, state_tensors
 from ..privacy.mechanism import ClientPrivacy
 from ..privacy.plan import PrivacyPlan
+from ..results.progress import RoundStats
+from ..schedule import holdout_of, model_bytes, sample_participants
 from ..support import privacy_refusal
+from .hooks import checked_terms
+from .server_side import RoundServer
+from .system import dropped_clients, partial_work, stragglers
 
 
-class FedAvgRounds:
+class FedAvgRounds(RoundServer):
     """Sample clients, train each from the global model, average the trained models, step the server.
 
-    The server update is FedOpt's (Reddi et al., ICLR 2021): the weighted mean delta is a
-    pseudo-gradient for an SGD server optimizer; learning rate 1 without momentum is plain
-    FedAvg (McMahan et al. 2017), server momentum is FedAvgM (Hsu et al. 2019). Floating-point
-    buffers (BatchNorm statistics) are averaged and never see the server optimizer. Only the
-    running weighted sum of the trained models is held, so thousands of clients fit in memory.
+    The server's side is `fedsim.rounds.server_side.RoundServer`'s (the weights, the method's
+    hooks, FedOpt's server step); this adds the clients: the data, the partition, the sampling,
+    local training, client-level DP and the system's failures.
 
     Parameters
     ----------
@@ -46,22 +43,13 @@ class FedAvgRounds:
     """
 
     def __init__(self, config, model, data, task, partition):
-        self.config, self.model, self.data, self.task, self.partition = config, model, data, task, partition
-        self.global_state = get_state(model)
-        num_params = sum(1 for _ in model.parameters())
-        self.server = ServerOptimizer.for_config(config, self.global_state[:num_params],
-                                                 self.global_state[num_params:])
+        super().__init__(config, model, partition.sizes)
+        self.data, self.task, self.partition = data, task, partition
         self.training = LocalTraining.from_config(config)
-        self.sizes = partition.sizes
         self.noise = feature_noise_levels(partition.num_partitions, config.feature_noise)
-        self.algorithm = round_algorithm(config, model, self.global_state)
         self.privacy = self.client_privacy()
-        # False on a server whose clients keep their states themselves (Flower's nodes): its
-        # checkpoints lack them, and resuming one is refused rather than restarting every client
-        self.holds_client_states = True
         # what one client receives, and sends, in a round
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
-        self._kept: list[tuple[int, list[torch.Tensor], float]] = []  # a non-linear method's (client, model, weight)
         self.loss_scale = RoundLossScale(config.amp, self.global_state[0].device)  # fp16 AMP's, else inert
 
     def client_privacy(self) -> ClientPrivacy | None:
@@ -83,30 +71,6 @@ class FedAvgRounds:
         if assignments:
             self.train_clients(round_index, self.served(round_index, assignments), weighted_sum, stats)
         return self.close_round(round_index, weighted_sum, stats)
-
-    def open_round(self, clients: list[int]) -> tuple[list[tuple[int, float]], list[torch.Tensor], RoundStats]:
-        """Open a round of ``clients`` (those that train and return, in partition order).
-
-        Returns
-        -------
-        assignments : list of (int, float)
-            Each client and its weight in the round (`fedsim.aggregate.aggregation_weights`).
-        weighted_sum : list of Tensor
-            Zeros, to which `hand_in` adds each client's weighted trained model.
-        stats : RoundStats
-            The round's counts, to which `hand_in` adds each client's.
-        """
-        if clients or self.privacy is not None:
-            self.begin_sums()
-        weights = aggregation_weights(self.config.weights, self.sizes, clients) if clients else []
-        weighted_sum = [torch.zeros_like(t) for t in self.global_state]
-        return list(zip(clients, weights)), weighted_sum, RoundStats(clients=len(clients))
-
-    def begin_sums(self) -> None:
-        """Zero the round's sums besides the models': the method's, and client-level DP's count."""
-        declared.begin_round(self.algorithm)
-        if self.privacy is not None:
-            self.privacy.begin_round()
 
     def round_sums(self) -> list[torch.Tensor]:
         """Return the round's sums besides the models' that every process adds to (`begin_sums`), in a fixed order."""
@@ -130,24 +94,6 @@ class FedAvgRounds:
             declared.receive_broadcast(self.algorithm, needed["broadcast"])
         if "privacy" in needed:
             self.privacy.load_state_dict(needed["privacy"])
-
-    def hand_in(self, weighted_sum: list[torch.Tensor], stats: RoundStats, client: int, weight: float,
-                trained: list[torch.Tensor], *, steps: int, samples: int, loss_sum: float,
-                reply: list[torch.Tensor] | None = None) -> None:
-        """Add one client's trained model to the round, whichever engine trained it and in whatever order.
-
-        Its counts (``steps``, ``samples`` trained on, their ``loss_sum``) go to ``stats``; its
-        model, weighted by the method's `scale`, to ``weighted_sum``
-        (or is kept whole for a method's own `aggregate`); the method's client hook runs on it
-        here, or, where the client ran that hook itself (a Flower node), its ``reply`` is added.
-        """
-        stats.add_client(samples, loss_sum, steps, f"client {client}")
-        self.add_trained(weighted_sum, client, trained, weight, steps)
-        if reply is None:
-            with torch.no_grad():
-                self.algorithm.after_client(client, self.global_state, trained, steps)
-        else:
-            declared.add_reply(self.algorithm, reply)
 
     def close_round(self, round_index: int, weighted_sum: list[torch.Tensor], stats: RoundStats,
                     sent: int | None = None) -> RoundStats:
@@ -179,26 +125,6 @@ class FedAvgRounds:
             update = self.train_client(client, round_index)
             self.hand_in(weighted_sum, stats, client, weight, trained, steps=update.num_steps,
                          samples=update.samples_processed, loss_sum=update.loss_sum)
-
-    def add_trained(self, weighted_sum: list[torch.Tensor], client: int, trained: list[torch.Tensor], weight: float,
-                    num_steps: int) -> None:
-        """Add a client's trained tensors to the round: to the running weighted sum, or a copy kept whole.
-
-        A linear algorithm's combination is that sum; the others' (`fedsim.algorithms.Algorithm.aggregate`)
-        need every model, kept in client order until `step_server`.
-        """
-        if self.privacy is not None:  # clipped, alike: the client's weight is the release's 1 / qN
-            self.privacy.add_update(weighted_sum, trained)
-            return
-        scale = self.client_weight(weight, num_steps)
-        if self.algorithm.linear:
-            accumulate(weighted_sum, trained, scale)
-        else:
-            self._kept.append((client, [tensor.detach().clone() for tensor in trained], scale))
-
-    def client_weight(self, weight: float, num_steps: int) -> float:
-        """Return the weight of a client's trained model in the round's combination: the method's `scale`, checked."""
-        return checked_weight(self.algorithm, self.algorithm.scale(weight, num_steps))
 
     def drawn_clients(self, round_index: int) -> list[int]:
         """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
@@ -246,25 +172,6 @@ class FedAvgRounds:
         self.loss_scale.keep_scaler(scaler)
         return update
 
-    def step_server(self, mean_state: list[torch.Tensor]) -> None:
-        """Apply the server step to the round's combination (the weighted sum of its models, overwritten).
-
-        What the method's server hooks return is checked here (`fedsim.rounds.hooks`), so that a
-        wrong one is named with its hook and file rather than failing in the server step.
-        """
-        if not self.algorithm.linear:
-            kept, self._kept = self._kept, []
-            clients = [(client, int(self.sizes[client])) for client, _, _ in kept]
-            combined = self.algorithm.aggregate([model for _, model, _ in kept], [scale for _, _, scale in kept],
-                                                self.global_state, clients)
-            with torch.no_grad():
-                torch._foreach_copy_(mean_state, checked_tensors(self.algorithm, "aggregate", combined,
-                                                                 self.global_state))
-        with torch.no_grad():
-            check_in_place(self.algorithm, "to_delta", self.algorithm.to_delta(mean_state, self.global_state))
-        self.server.step_delta(mean_state)
-        self.algorithm.end_round()
-
     def served(self, round_index: int, assignments: list[tuple[int, float]]) -> list[tuple[int, float]]:
         """Return the (client, weight) pairs of round ``round_index`` this process trains: all of them, here."""
         return assignments
@@ -280,19 +187,13 @@ class FedAvgRounds:
         return self.privacy.plan.record(self.privacy.rounds, self.privacy.clip)
 
     def state_dict(self) -> dict:
-        """Return the server optimizer's state (momentum), the algorithm's and the clients' loss scale."""
-        state = {"server": self.server.state_dict(),
-                 "algorithm": declared.state_dict(self.algorithm, with_client_states=self.holds_client_states)}
+        """Return `RoundServer.state_dict`'s and the clients' loss scale."""
+        state = super().state_dict()
         if (scale := self.loss_scale.state_dict()) is not None:
             state["scaler"] = scale
-        if self.privacy is not None:
-            state["privacy"] = self.privacy.state_dict()
         return state
 
     def load_state_dict(self, state: dict) -> None:
         """Restore `state_dict` output."""
-        self.server.load_state_dict(state["server"])
-        declared.load_state_dict(self.algorithm, state["algorithm"])
+        super().load_state_dict(state)
         self.loss_scale.load_state_dict(state.get("scaler"))
-        if self.privacy is not None:
-            self.privacy.load_state_dict(state["privacy"])
