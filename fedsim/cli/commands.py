@@ -41,7 +41,7 @@ USER_CODE_FAILED = 1
 def command_run(args) -> None:
     """Run one strategy and print a one-screen summary."""
     config = config_from_args(args)  # before importing torch, so that a bad setting fails at once
-    from ..comparison import comparison_table
+    from ..results.table import comparison_table
     from ..engines.inprocess import run
     from ..engines.inprocess.parallel import check_workers
     from ..results.folder import RunFolder

@@ -121,7 +121,7 @@ def prepare(config: RunConfig):
 
 def report(config, result, out) -> None:
     """Print a finished run's one-line table and where its folder is."""
-    from ..comparison import comparison_table
+    from ..results.table import comparison_table
 
     print()
     print(comparison_table({config.label: result}))

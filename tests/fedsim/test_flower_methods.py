@@ -224,8 +224,7 @@ def test_a_reply_follows_flowers_conventions_so_its_fedavg_could_read_it(app, se
     assert "fedsim-client-state" in context.state  # c_k, for the node's next round
 
 
-@pytest.mark.slow
-@pytest.mark.numerics
+@pytest.mark.slow  # its arithmetic is the in-process drive's, which the numerics reruns cover
 def test_the_app_under_flwr_run_gives_fedsim_flower_simulates_model(tmp_path):
     """SCAFFOLD, FedNova and FedDyn in the example app, each submitted with ``flwr run`` to one simulation
     SuperLink: the model of each equals fedsim's in float64; SCAFFOLD's is run by ``fedsim flower simulate`` too

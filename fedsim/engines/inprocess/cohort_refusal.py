@@ -8,7 +8,6 @@ so that ``vectorize`` left unset keeps the loop.
 from __future__ import annotations
 
 from torch import nn
-from torchvision.ops import StochasticDepth
 
 from ...checks import SettingError
 from ...support import no_stacked_form
@@ -37,6 +36,8 @@ def vectorize_refusal(rounds) -> str | SettingError | None:
     if training.micro_batches > 1:
         return SettingError("{micro_batches:name} splits a step to save memory; a cohort's memory is bounded by "
                             "{vectorize_chunk:name} instead")
+    from torchvision.ops import StochasticDepth  # here: torchvision's ops import torch's compiler, seconds of startup
+
     if any(isinstance(module, StochasticDepth) and module.p > 0 for module in model.modules()):
         return "stochastic depth draws which blocks to skip from the global random stream, not from each client's own"
     if any(isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules()):
