@@ -418,7 +418,8 @@ def test_the_run_config_travels_as_flower_run_config_entries():
     entries = to_run_config(config)
     assert entries["server-momentum"] == 0.5 and entries["dataset-options"] == '{"image_size": 8}'
     assert all(isinstance(value, (int, float, str, bool)) for value in entries.values())
-    assert from_run_config(entries) == (config, {"out": "", "resume": False, "timeout": 600.0, "grid": ""})
+    assert from_run_config(entries) == (config, {"out": "", "resume": False, "timeout": 600.0, "grid": "",
+                                                 "simulated": False})
     with pytest.raises(ValueError, match="unknown key 'rounds_total' in the Flower run config"):
         from_run_config({**entries, "rounds-total": 3})
 
@@ -524,6 +525,42 @@ def test_a_client_whose_handler_raised_is_left_out_of_the_round_and_named(server
     monkeypatch.setattr(FedAvgRounds, "sampled_clients", without_client(2, from_round=0))
     expected = run(config)
     torch.testing.assert_close(rounds.global_state, expected.global_state, **EXACT)
+
+
+@pytest.mark.numerics
+def test_simulated_nodes_are_assigned_their_clients_by_the_server_without_being_asked(server_identity):
+    """On the simulation runtime the server gives partition k to the k-th smallest node id and names the client in
+    each message; a node trains the client named, whatever its own node config says, and the round is fedsim's."""
+    from flwr.app import ConfigRecord, Context, RecordDict
+
+    from fedsim.build import RunSetup
+    from fedsim.engines.flower.client_app import client_app
+    from fedsim.engines.flower.server_app import assign_partitions
+    from fedsim.engines.flower.strategy import SeededFedAvg
+    from fedsim.results.recorder import Recorder
+
+    config = RunConfig(**{**FEDAVG, "fraction": 1.0, "rounds": 1})
+    grid = OnlineNodes([907, 15, 300, 42, 5000])  # one more node than partitions
+    nodes = assign_partitions(grid, config, timeout_s=1.0)
+    assert nodes == {0: 15, 1: 42, 2: 300, 3: 907}
+    with pytest.raises(RuntimeError, match="only 5 simulated SuperNodes are connected for 6 partitions"):
+        assign_partitions(grid, config.replace(num_partitions=6), timeout_s=0.0)
+    setup = RunSetup.build(config)
+    rounds = FedAvgRounds(config, setup.model, setup.data, setup.task, setup.partition)
+    recorder = Recorder(config, setup.partition)
+    recorder.start()
+    strategy = SeededFedAvg(rounds, state_names(setup.model), nodes, recorder, evaluation=None)
+    strategy.names_clients = True
+    messages = strategy.configure_train(1, None, ConfigRecord(), grid)
+    assert [(message.metadata.dst_node_id, message.content["config"]["fedsim-client"]) for message in messages] == [
+        (15, 0), (42, 1), (300, 2), (907, 3)]
+    # every node's own config names partition 0: the message decides
+    context = Context(run_id=1, node_id=1, node_config={"partition-id": 0, "num-partitions": 4}, state=RecordDict(),
+                      run_config={})
+    replies = [client_app()(message, context) for message in messages]
+    assert [reply.content["metrics"]["partition-id"] for reply in replies] == [0, 1, 2, 3]
+    strategy.aggregate_train(1, reversed(replies))
+    torch.testing.assert_close(rounds.global_state, run(config).global_state, **EXACT)
 
 
 def test_the_app_folder_lists_every_setting_at_its_default_for_flwr_run():

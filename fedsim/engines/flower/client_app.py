@@ -28,6 +28,9 @@ from .records import buffer_names, extra_tensors, from_record, gradient_names, s
 
 #: The key of a client's own state in its node's ``Context.state``.
 CLIENT_STATE = "fedsim-client-state"
+#: The config entry of a train message that names the client its node trains (simulated nodes, which the
+#: server assigns); without it the node trains the partition of its own node config.
+CLIENT_ENTRY = "fedsim-client"
 
 
 class ClientWorker:
@@ -143,8 +146,8 @@ def client_app() -> ClientApp:
     @app.train()
     def train(message: Message, context: Context) -> Message:
         work = worker(message)
-        client = work.partition_id(context.node_config)
         config = message.content["config"]
+        client = int(config[CLIENT_ENTRY]) if CLIENT_ENTRY in config else work.partition_id(context.node_config)
         if "fedsim-step" in config:  # allreduce, reweighted: one gradient step
             records, counts = work.gradient(client, int(config["fedsim-step"]), message.content["arrays"])
         else:  # fedavg and the algorithms on its round: a round of local training

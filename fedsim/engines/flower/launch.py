@@ -67,7 +67,7 @@ def run_app(federation: LocalFederation, config: RunConfig, out, *, resume: bool
         advises resuming where a checkpoint holds something to continue.
     """
     entries = {**to_run_config(config), "out": str(out), "resume": resume, "timeout": timeout_s,
-               "grid": grid_entry(config, grid)}
+               "grid": grid_entry(config, grid), "simulated": federation.simulation}
     progress = FolderProgress(out, config, quiet=quiet)
     try:
         with federation:

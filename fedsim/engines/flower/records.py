@@ -21,9 +21,11 @@ from ...schedule import SampleGrid
 _JSON_FIELDS = ("dataset_options", "algorithm_options", "partition_options")
 
 #: The app's own run-config entries beside the run's fields: the results folder ("" for none),
-#: whether to resume it, the seconds to wait for the nodes and for each round, and the samples
-#: grid of a comparison (JSON of a `fedsim.schedule.SampleGrid`; "" for the run's own).
-APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0, "grid": ""}
+#: whether to resume it, the seconds to wait for the nodes and for each round, the samples
+#: grid of a comparison (JSON of a `fedsim.schedule.SampleGrid`; "" for the run's own), and
+#: whether the nodes are Flower's simulated SuperNodes, each able to train any client (the
+#: server then assigns the partitions itself rather than asking every node for its own).
+APP_ENTRIES = {"out": "", "resume": False, "timeout": 600.0, "grid": "", "simulated": False}
 
 
 def state_names(model: torch.nn.Module) -> list[str]:

@@ -28,7 +28,7 @@ from flwr.serverapp.strategy import FedAvg
 from ...algorithms import declared
 from ...results.client_eval import evaluate_round
 from ...results.progress import RoundStats
-from .client_app import config_json
+from .client_app import CLIENT_ENTRY, config_json
 from .records import extra_tensors, from_record, to_record
 
 
@@ -75,6 +75,9 @@ class FedsimStrategy(FedAvg):
         self._sent: list[int] = []  # the clients sent this Flower round's message (their node was online)
         self._stats = RoundStats()
         self._started = 0.0
+        # whether each message names the client its node trains (simulated nodes, `assign_partitions`), rather than
+        # the node training the partition of its own node config
+        self.names_clients = False
 
     @property
     def num_rounds(self) -> int:
@@ -95,8 +98,16 @@ class FedsimStrategy(FedAvg):
         """Return one train message with ``content`` for each of ``clients`` whose node is online."""
         online = set(grid.get_node_ids())  # a SuperNode the SuperLink has marked offline gets nothing
         self._sent = [client for client in clients if self.nodes[client] in online]
-        return [Message(content=content, message_type=MessageType.TRAIN, dst_node_id=self.nodes[client])
-                for client in self._sent]
+        return [Message(content=self.content_for(client, content), message_type=MessageType.TRAIN,
+                        dst_node_id=self.nodes[client]) for client in self._sent]
+
+    def content_for(self, client: int, content: RecordDict) -> RecordDict:
+        """Return ``content`` for ``client``'s node: naming the client where the nodes are assigned (`names_clients`);
+        the model's record is shared, not copied."""
+        if not self.names_clients:
+            return content
+        config = ConfigRecord({**content["config"], CLIENT_ENTRY: client})
+        return RecordDict({**{key: value for key, value in content.items() if key != "config"}, "config": config})
 
     def replies_in_order(self, replies, round_index: int, expected: list[int]) -> tuple[list[int], dict]:
         """Return the clients that replied, in partition-id order, and their replies' contents.
