@@ -108,12 +108,11 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         self.model.load_state_dict(arrays.to_torch_state_dict())  # the model Flower's `start` holds
         with torch.no_grad():
             torch._foreach_copy_(server.global_state, state_tensors(self.model))
-        config[METHOD_ENTRY] = settings_entry(server.config)
-        broadcast = declared.broadcast(server.algorithm)
-        for message in messages:  # they share one content; the config was added to it above
-            message.content[self.configrecord_key] = config
-            if broadcast:
-                message.content[BROADCAST_RECORD] = to_record([], [], broadcast)
+        config[METHOD_ENTRY] = settings_entry(server.config)  # the messages hold this config record
+        if broadcast := declared.broadcast(server.algorithm):
+            record = to_record([], [], broadcast)
+            for message in messages:
+                message.content[BROADCAST_RECORD] = record
         return messages
 
     def aggregate_train(self, server_round: int, replies) -> tuple[ArrayRecord | None, MetricRecord | None]:
