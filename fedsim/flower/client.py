@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import torch
-from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import Context, Message, MetricRecord, RecordDict
 
-from ..algorithms import LocalTerms, declared, round_algorithm
+from ..algorithms import LocalTerms, round_algorithm
 from ..checks import SettingError
 from ..client.update import add_gradients, state_tensors
-from ..engines.flower.client_app import CLIENT_STATE
-from ..engines.flower.records import EXTRA_PREFIX, extra_tensors, from_record, state_names, to_record
+from ..engines.flower.client_app import begin_client, end_client
+from ..engines.flower.records import extra_tensors, from_record, state_names, to_record
 from ..rounds.hooks import checked_terms
 from ..support import check_runs_on
 from .messages import BROADCAST_RECORD, METHOD_ENTRY, PARTITION_METRIC, STEPS_METRIC, from_settings_entry
@@ -80,13 +78,10 @@ class ClientMethod:
             raise SettingError("the optimizer's momentum is {got:text} but the strategy's is {momentum}: give "
                                "MethodStrategy(momentum={got:text}), which FedNova's server reads",
                                got=str(momentum), momentum=config.momentum)
-        algorithm = round_algorithm(config, self.model, self.global_state)
-        declared.receive_broadcast(algorithm, self.broadcast_tensors())
-        kept = self.context.state.get(CLIENT_STATE)
-        declared.set_client_state(algorithm, self.client, None if kept is None else extra_tensors(kept))
-        declared.begin_round(algorithm)
-        terms = checked_terms(algorithm, algorithm.local_terms(self.client, self.global_state))
         check_runs_on(config, "flower-app")
+        algorithm = round_algorithm(config, self.model, self.global_state)
+        begin_client(algorithm, self.client, self.broadcast_tensors(), self.context.state)
+        terms = checked_terms(algorithm, algorithm.local_terms(self.client, self.global_state))
         if terms is not None and (type(terms).sample_loss is not LocalTerms.sample_loss
                                   or type(terms).training is not LocalTerms.training):  # undeclared: found in use
             raise ValueError(f"{type(algorithm).__name__}'s client term is a loss on each sample or acts on the model "
@@ -127,13 +122,10 @@ class ClientMethod:
             raise ValueError("`metrics` lacks 'num-examples', the client's training samples, which the strategy weighs by")
         if self.steps == 0:
             raise ValueError("the client took no optimizer step: the method's end of training divides by its steps")
-        with torch.no_grad():
-            self.algorithm.after_client(self.client, self.global_state, state_tensors(self.model), self.steps)
-        if (state := declared.client_state(self.algorithm, self.client)) is not None:
-            self.context.state[CLIENT_STATE] = to_record([], [], state)
-        extras = [(f"{EXTRA_PREFIX}{index}", tensor.detach().cpu())
-                  for index, tensor in enumerate(declared.reply(self.algorithm))]
-        arrays = ArrayRecord(OrderedDict([*self.model.state_dict().items(), *extras]))
+        reply = end_client(self.algorithm, self.client, self.global_state, state_tensors(self.model), self.steps,
+                           self.context.state)
+        trained = self.model.state_dict()  # all of it, integer buffers too, for the user's load_state_dict
+        arrays = to_record(list(trained), list(trained.values()), reply)
         counts = {STEPS_METRIC: self.steps}
         if PARTITION_METRIC in self.context.node_config:
             counts[PARTITION_METRIC] = self.client

@@ -12,7 +12,6 @@ the optimizer steps the client took (``num-steps``) and its ``partition-id`` whe
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 from ..config.run_config import RunConfig
@@ -69,6 +68,4 @@ def settings_entry(config: RunConfig) -> str:
 
 def from_settings_entry(entry: str, **client) -> RunConfig:
     """Return the `RunConfig` a ``fedsim.method`` entry describes, with the client's own ``client`` settings."""
-    fields = {**json.loads(entry), **client}
-    known = {field.name for field in dataclasses.fields(RunConfig)}
-    return RunConfig(**{name: value for name, value in fields.items() if name in known})
+    return RunConfig(**json.loads(entry), **client)

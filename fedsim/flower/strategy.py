@@ -136,30 +136,33 @@ arrayrecord_key, configrecord_key, train_metrics_aggr_fn, evaluate_metrics_aggr_
         set_state(self.model, server.global_state)
         return ArrayRecord(self.model.state_dict()), self.train_metrics_aggr_fn(contents, self.weighted_by_key)
 
-    @staticmethod
-    def reply_order(reply: Message) -> tuple:
+    @classmethod
+    def reply_order(cls, reply: Message) -> tuple:
         """The order replies are added in: by ``partition-id``, else by the sending node's id."""
-        metrics = reply.content.metric_records
-        partition = next((record[PARTITION_METRIC] for record in metrics.values() if PARTITION_METRIC in record), None)
+        partition = cls.found_metric(reply.content, PARTITION_METRIC)
         return (0, partition) if partition is not None else (1, reply.metadata.src_node_id)
 
-    @staticmethod
-    def clients_of(contents) -> list[int]:
+    @classmethod
+    def clients_of(cls, contents) -> list[int]:
         """Return the client each reply is from: their ``partition-id`` s where all have one, else their places."""
-        partitions = [next((int(record[PARTITION_METRIC]) for record in content.metric_records.values()
-                            if PARTITION_METRIC in record), None) for content in contents]
+        partitions = [cls.found_metric(content, PARTITION_METRIC) for content in contents]
         if None in partitions:
             return list(range(len(contents)))
+        partitions = [int(partition) for partition in partitions]
         if len(set(partitions)) < len(partitions):
             raise ValueError(f"two replies of a round come from one partition-id ({sorted(partitions)}): give each "
                              "node its own partition-id in its node config")
         return partitions
 
     @staticmethod
-    def metric(content, name: str) -> float:
+    def found_metric(content, name: str):
+        """Return metric ``name`` of a reply (in its one MetricRecord), ``None`` where it has none."""
+        return next((record[name] for record in content.metric_records.values() if name in record), None)
+
+    @classmethod
+    def metric(cls, content, name: str) -> float:
         """Return metric ``name`` of a reply, or say that its ClientApp does not reply through `ClientMethod`."""
-        for record in content.metric_records.values():
-            if name in record:
-                return record[name]
-        raise ValueError(f"a reply lacks the metric {name!r}: its ClientApp must reply with "
-                         "fedsim.flower.ClientMethod.reply, which adds num-steps, and give num-examples")
+        if (value := cls.found_metric(content, name)) is None:
+            raise ValueError(f"a reply lacks the metric {name!r}: its ClientApp must reply with "
+                             "fedsim.flower.ClientMethod.reply, which adds num-steps, and give num-examples")
+        return value

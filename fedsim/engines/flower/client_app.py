@@ -75,16 +75,10 @@ class ClientWorker:
         rounds, algorithm = self.rounds, self.rounds.algorithm
         with torch.no_grad():
             torch._foreach_copy_(rounds.global_state, from_record(content["arrays"], self.names, rounds.global_state))
-        declared.receive_broadcast(algorithm, extra_tensors(content["arrays"]))
-        kept = node_state.get(CLIENT_STATE)
-        declared.set_client_state(algorithm, client, None if kept is None else extra_tensors(kept))
-        declared.begin_round(algorithm)
+        begin_client(algorithm, client, extra_tensors(content["arrays"]), node_state)
         update = rounds.train_client(client, round_index)
-        with torch.no_grad():
-            algorithm.after_client(client, rounds.global_state, self.trained, update.num_steps)
-        if (state := declared.client_state(algorithm, client)) is not None:
-            node_state[CLIENT_STATE] = to_record([], [], state)
-        records = {"arrays": to_record(self.names, self.trained, declared.reply(algorithm))}
+        reply = end_client(algorithm, client, rounds.global_state, self.trained, update.num_steps, node_state)
+        records = {"arrays": to_record(self.names, self.trained, reply)}
         counts = {"num-examples": len(rounds.partition.shard(client)), "partition-id": client,
                   "samples": update.samples_processed, "loss-sum": float(update.loss_sum), "steps": update.num_steps}
         return records, counts
@@ -115,6 +109,26 @@ class ClientWorker:
         counts = {"num-examples": int(result.samples), "partition-id": client, "samples": int(result.samples),
                   "loss-sum": float(result.loss_sum), "mean-loss": float(result.weighted_mean_loss)}
         return records, counts
+
+
+def begin_client(algorithm, client: int, broadcast: list[torch.Tensor], node_state: RecordDict) -> None:
+    """On a node, before ``client`` trains: take the server's ``broadcast`` and the state the client kept in its
+    node's ``Context.state`` (``node_state``), and zero the round's sums."""
+    declared.receive_broadcast(algorithm, broadcast)
+    kept = node_state.get(CLIENT_STATE)
+    declared.set_client_state(algorithm, client, None if kept is None else extra_tensors(kept))
+    declared.begin_round(algorithm)
+
+
+@torch.no_grad()
+def end_client(algorithm, client: int, global_state: list[torch.Tensor], trained: list[torch.Tensor], steps: int,
+               node_state: RecordDict) -> list[torch.Tensor]:
+    """On a node, after ``client`` trained: run the method's `after_client`, keep the client's state in
+    ``node_state`` for its next round; return the method's reply (its share of the round's sums)."""
+    algorithm.after_client(client, global_state, trained, steps)
+    if (state := declared.client_state(algorithm, client)) is not None:
+        node_state[CLIENT_STATE] = to_record([], [], state)
+    return declared.reply(algorithm)
 
 
 @functools.lru_cache(maxsize=2)

@@ -107,7 +107,7 @@ class FedsimStrategy(FedAvg):
         if not self.names_clients:
             return content
         config = ConfigRecord({**content["config"], CLIENT_ENTRY: client})
-        return RecordDict({**{key: value for key, value in content.items() if key != "config"}, "config": config})
+        return RecordDict({**content, "config": config})
 
     def replies_in_order(self, replies, round_index: int, expected: list[int]) -> tuple[list[int], dict]:
         """Return the clients that replied, in partition-id order, and their replies' contents.
