@@ -46,10 +46,13 @@ ARMS = {
     "reweighted-class-balanced": {"strategy": "reweighted", "weights": "class-balanced"},
     "reweighted-dynamic": {"strategy": "reweighted", "weights": "dynamic"},
     **{name: {"strategy": name} for name in ("fedavg", "fedprox", "scaffold", "fednova", "moon", "fedadagrad",
-                                            "fedadam", "fedyogi", "fedavgm")},
+                                            "fedadam", "fedyogi", "fedavgm", "fedbuff", "fedasync")},
+    "fedavg-deadline": {"strategy": "fedavg"},  # with the grid's --round-deadline (`time_settings`)
 }
-#: The quick preset's strategies: every arm but FedAvgM (server momentum 0.9), which the DP grid adds.
-QUICK_ARMS = [arm for arm in ARMS if arm != "fedavgm"]
+#: The arms on the simulated clock, which the time preset runs.
+TIME_ARMS = ("fedavg-deadline", "fedbuff", "fedasync")
+#: The quick preset's strategies: every arm but FedAvgM (server momentum 0.9), which the DP grid adds, and the clock's.
+QUICK_ARMS = [arm for arm in ARMS if arm != "fedavgm" and arm not in TIME_ARMS]
 
 
 def arm_settings(arm: str) -> dict:
@@ -72,7 +75,9 @@ def grid_arms(plan: dict) -> list[str]:
 #: quick: the embedded mnist-5k, about 12 minutes on 2 CPU cores (21 with --no-vectorize). niid-bench: NIID-Bench's
 #: published setting (10 parties, all in every round, simple-cnn, batch 64, SGD lr 0.01 momentum
 #: 0.9 weight decay 1e-5, 10 local epochs, 50 rounds; 3 seeds; best accuracy over rounds) on
-#: Fashion-MNIST, with NIID-Bench's four algorithms (FedAvg, FedProx, SCAFFOLD, FedNova).
+#: Fashion-MNIST, with NIID-Bench's four algorithms (FedAvg, FedProx, SCAFFOLD, FedNova). time: synchronous FedAvg,
+#: FedAvg with a deadline, FedBuff and FedAsync on the simulated clock (`fedsim.clock`), 100 clients of mnist-5k
+#: whose speeds spread tenfold (lognormal, sigma 0.7), 10 clients' updates a row.
 PRESETS = {
     "quick": {"settings": {"dataset": "mnist-5k", "model": "mlp", "num_partitions": 10, "rounds": 15,
                            "batch_size": 10, "lr": 0.05, "local_epochs": 1},
@@ -82,7 +87,15 @@ PRESETS = {
                                 "local_epochs": 10},
                    "seeds": 3, "target": 0.8, "arms": ["fedavg", "fedprox", "scaffold", "fednova"],
                    "schemes": list(GRID_SCHEMES)},
+    "time": {"settings": {"dataset": "mnist-5k", "model": "cnn", "num_partitions": 100, "fraction": 0.1,
+                          "rounds": 60, "batch_size": 10, "lr": 0.05, "local_epochs": 1,
+                          "client_speed": "lognormal:0,0.7"},
+             "time": {"round_deadline": 0.05, "concurrency": 20, "buffer": 10},
+             "seeds": 2, "target": 0.85, "arms": ["fedavg", "fedavg-deadline", "fedbuff", "fedasync"],
+             "schemes": ["Dir(0.5)"]},
 }
+#: The settings of the grid's deadline and asynchronous arms (`time_settings` gives each arm those it reads).
+TIME_SETTINGS = ("round_deadline", "concurrency", "buffer")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -116,6 +129,12 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "client's update")
     parser.add_argument("--dp-delta", type=float, default=1e-5, help="with --dp-noise: the delta of the epsilon "
                         "reported")
+    parser.add_argument("--client-speed", help="the simulated clock's client speeds (fedsim run --client-speed)")
+    parser.add_argument("--bandwidth", help="the simulated clock's client links in Mbit/s (fedsim run --bandwidth)")
+    parser.add_argument("--sample-seconds", type=float, help="the simulated clock's seconds per sample at speed 1")
+    parser.add_argument("--round-deadline", type=float, help="fedavg-deadline's deadline in simulated seconds")
+    parser.add_argument("--concurrency", type=int, help="fedbuff's and fedasync's clients in flight")
+    parser.add_argument("--buffer", type=int, help="fedbuff's updates per server step")
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
@@ -128,9 +147,11 @@ def grid_plan(args) -> dict:
     preset = PRESETS[args.preset]
     settings = dict(preset["settings"])
     for name in ("rounds", "local_epochs", "dataset", "model", "local_test_fraction", "personalize_steps",
-                 "num_partitions", "fraction", "client_sampling"):
+                 "num_partitions", "fraction", "client_sampling", "client_speed", "bandwidth", "sample_seconds"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
+    time = {**preset.get("time", {}), **{name: getattr(args, name) for name in TIME_SETTINGS
+                                         if getattr(args, name) is not None}}
     if args.no_vectorize:
         settings["vectorize"] = False
     arms = chosen(args.strategies, preset["arms"], ARMS, "--strategies", references=True)
@@ -144,8 +165,13 @@ def grid_plan(args) -> dict:
     shared = RunConfig(strategy="fedavg", **settings)  # a bad setting is one clear error before any work
     plan = {"preset": args.preset, "settings": settings, "strategies": arms, "partitions": schemes,
             "seeds": seeds, "target": target, "engine": args.engine}
-    if args.dp_noise is not None:
-        plan["dp"] = privacy_axis(args)
+    if time:
+        plan["time"] = time
+    if "fedavg-deadline" in arms and "round_deadline" not in time:
+        raise SystemExit("error: fedavg-deadline needs --round-deadline (the deadline in simulated seconds)")
+    if args.dp_noise is not None or time:
+        if args.dp_noise is not None:
+            plan["dp"] = privacy_axis(args)
         for arm in grid_arms(plan):  # a gradient strategy, or a method DP cannot bound, stops here
             try:
                 arm_config(shared, plan, arm)
@@ -166,11 +192,20 @@ def privacy_axis(args) -> dict:
 
 
 def arm_config(shared: RunConfig, plan: dict, arm: str) -> RunConfig:
-    """Return ``arm``'s config in a cell whose FedAvg config is ``shared``: the arm's settings, and its DP."""
-    settings = arm_settings(arm)
+    """Return ``arm``'s config in a cell whose FedAvg config is ``shared``: the arm's settings, its DP and its clock."""
+    settings = {**arm_settings(arm), **time_settings(plan, arm)}
     if settings.get("dp_noise") is not None:
         settings.update(dp_clip=plan["dp"]["clip"], dp_delta=plan["dp"]["delta"])
     return shared.for_strategy(settings.pop("strategy")).replace(**settings)
+
+
+def time_settings(plan: dict, arm: str) -> dict:
+    """Return the grid's settings of `TIME_SETTINGS` that ``arm`` reads: fedavg-deadline's deadline, fedbuff's
+    buffer, the asynchronous arms' concurrency."""
+    time = plan.get("time", {})
+    wanted = {"fedavg-deadline": ("round_deadline",), "fedbuff": ("concurrency", "buffer"),
+              "fedasync": ("concurrency",)}.get(split_arm(arm)[0], ())
+    return {name: time[name] for name in wanted if name in time}
 
 
 def chosen(text: str | None, default: list[str], known: dict, flag: str, references: bool = False) -> list[str]:
@@ -310,7 +345,8 @@ def diverged_lines(runs: list[dict]) -> list[str]:
 #: What `--docs` copies: the grid's table and figures (those it drew), renamed for the README.
 DOCS_FILES = {"table.md": "table.md", "heatmap.png": "heatmap.png", "curves/c2.png": "curves-c2.png",
               "partitions/c2-stacked.png": "partition-c2.png", "clients/c2.png": "clients-c2.png",
-              "clients/dir-0.1.png": "clients-dir-0.1.png", "privacy/dir-0.5.png": "privacy-dir-0.5.png"}
+              "clients/dir-0.1.png": "clients-dir-0.1.png", "privacy/dir-0.5.png": "privacy-dir-0.5.png",
+              "time/dir-0.5.png": "time-dir-0.5.png"}
 
 
 def copy_for_docs(out: Path, docs: Path) -> list[Path]:

@@ -31,7 +31,7 @@ from partitions.metrics import heterogeneity
 from partitions.plot import bubbles, stacked_bars
 
 COLUMNS = ("partition", "emd", "js", "strategy", "seeds", "final_acc", "final_acc_std", "best_acc", "best_acc_std",
-           "rounds_to_target", "reached", "mb_communicated", "wall_s")
+           "rounds_to_target", "time_to_target", "reached", "mb_communicated", "wall_s")
 
 
 #: The grid's measures of the clients' local test sets, the summary entry each comes from, and its header.
@@ -61,6 +61,9 @@ def write_report(out: Path, plan: dict, runs: list[dict]) -> list[Path]:
         finished = [run for run in cell if not run.get("diverged")]  # a diverged run's curve stops short of the rest
         if finished:
             written.append(curves(out / "curves" / f"{slug(scheme)}.png", plan, scheme, finished, colors))
+        if finished and plan.get("time"):
+            written.append(curves(out / "time" / f"{slug(scheme)}.png", plan, scheme, finished, colors,
+                                  against=("round", "time")))
         if finished and all((run["folder"] / "clients.csv").exists() for run in finished):
             written.append(client_boxes(out / "clients" / f"{slug(scheme)}.png", plan, scheme, finished, colors))
         written.extend(partition_figures(out / "partitions", scheme, cell, labels))
@@ -94,13 +97,17 @@ def measure(run: dict, target: float) -> dict:
             # the worst 10% in a summary older than the statistic)
             **{key: summary.get(f"final_{name}", math.nan) for key, name in CLIENT_MEASURES.items()},
             "rounds_to_target": reached[0] if reached else math.nan,
+            # on the simulated clock (`fedsim.clock`): the seconds to the target, NaN if never or without a clock
+            "time_to_target": next((row.get("sim_time_s", math.nan) for row in rows if row["test_accuracy"] >= target),
+                                   math.nan),
             "mb_communicated": summary["bytes_communicated"] / 1e6, "wall_s": summary["wall_s"]}
 
 
 def run_row(run: dict) -> dict:
     return {"partition": run["partition"], "seed": run["seed"], "strategy": run["strategy"],
             **{key: run[key] for key in ("final_acc", "best_acc", "best_round", "last5_acc", "last5_rounds",
-                                         *CLIENT_MEASURES, "rounds_to_target", "mb_communicated", "wall_s")},
+                                         *CLIENT_MEASURES, "rounds_to_target", "time_to_target",
+                                         "mb_communicated", "wall_s")},
             "emd": run["heterogeneity"]["mean_emd"], "js": run["heterogeneity"]["mean_jensen_shannon"],
             # a diverged run's numbers are those of the rounds before it diverged
             "diverged": bool(run.get("diverged")), "diverged_round": run["summary"].get("diverged_round")}
@@ -133,6 +140,9 @@ def table_rows(plan: dict, runs: list[dict]) -> list[dict]:
                          **{key: value for name in CLIENT_MEASURES
                             for key, value in ((name, mean(name)), (f"{name}_std", std(name)))},
                          "rounds_to_target": float(np.mean(reached)) if reached else math.nan,
+                         "time_to_target": float(np.mean([run["time_to_target"] for run in cell
+                                                          if not math.isnan(run.get("time_to_target", math.nan))]
+                                                         or [math.nan])),
                          "reached": len(reached), "mb_communicated": mean("mb_communicated"), "wall_s": mean("wall_s")})
     return rows
 
@@ -199,13 +209,15 @@ def markdown(plan: dict, rows: list[dict]) -> str:
         lines.append(f"| {scheme} | {emd:.2f} | " + " | ".join(values) + " |")
     target = plan["target"]
     private = bool(plan.get("dp"))  # the epsilon each row's runs spent, at the grid's delta
+    timed = bool(plan.get("time"))  # the simulated seconds to the target, mean over the seeds that reached it
     lines += ["", f"Every strategy and partition (rounds to {target:.2f}: the mean over the seeds that reached it, "
               "with how many did)", "",
               "| partition | EMD | JS | strategy | " + ("epsilon | " if private else "")
               + "final acc | best acc (round) | last-5 mean acc | "
-              + "".join(f"{CLIENT_HEADERS[key]} | " for key in client_keys) + "rounds to target | MB sent | wall s |",
+              + "".join(f"{CLIENT_HEADERS[key]} | " for key in client_keys) + "rounds to target | "
+              + ("simulated s to target | " if timed else "") + "MB sent | wall s |",
               "|---|---:|---:|---|" + "---:|" * private + "---:|---:|---:|" + "---:|" * len(client_keys)
-              + "---:|---:|---:|"]
+              + "---:|" * timed + "---:|---:|---:|"]
     for row in rows:
         reached = "—" if math.isnan(row["rounds_to_target"]) else f"{row['rounds_to_target']:.1f}"
         best_round = "" if math.isnan(row["best_round"]) else f" ({row['best_round']:.{1 if several else 0}f})"
@@ -214,6 +226,8 @@ def markdown(plan: dict, rows: list[dict]) -> str:
                      f"{spread(row, 'last5_acc')}{last_rounds_note(row.get('last5_rounds'))} | "
                      + "".join(f"{spread(row, key)} | " for key in client_keys)
                      + f"{reached} ({row['reached']}/{row['seeds']}) | "
+                     + (("—" if math.isnan(row["time_to_target"]) else f"{row['time_to_target']:.2f}") + " | "
+                        if timed else "")
                      + (f"{row['mb_communicated']:,.0f} | {row['wall_s']:.1f} |" if row["seeds"] else "— | — |"))
     return "\n".join(lines)
 
@@ -229,8 +243,10 @@ def heatmap(path: Path, plan: dict, rows: list[dict]) -> Path:
     return path
 
 
-def curves(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict) -> Path:
-    """Draw accuracy against round and MB for one partition: each strategy's mean over seeds, ± std."""
+def curves(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict,
+           against=("round", "bytes")) -> Path:
+    """Draw accuracy against round and MB (or ``against`` other axes of `fedsim.results.plots.CURVE_AXES`) for one
+    partition: each strategy's mean over seeds, ± std."""
     mean_rows = {}
     for arm in plan["strategies"]:
         seeds = [run["rows"] for run in cell if run["strategy"] == arm]
@@ -240,9 +256,10 @@ def curves(path: Path, plan: dict, scheme: str, cell: list[dict], colors: dict) 
         mean_rows[arm] = [{"round": seeds[0][i]["round"],
                            "test_accuracy": float(np.mean([rows[i]["test_accuracy"] for rows in seeds])),
                            "test_accuracy_std": float(np.std([rows[i]["test_accuracy"] for rows in seeds])),
-                           "bytes_communicated": float(np.mean([rows[i]["bytes_communicated"] for rows in seeds]))}
+                           "bytes_communicated": float(np.mean([rows[i]["bytes_communicated"] for rows in seeds])),
+                           "sim_time_s": float(np.mean([rows[i].get("sim_time_s", math.nan) for rows in seeds]))}
                           for i in range(rounds)]
-    learning_curves(mean_rows, path=path, colors=colors, title=f"{scheme}: {title(plan)}")
+    learning_curves(mean_rows, path=path, colors=colors, title=f"{scheme}: {title(plan)}", against=against)
     return path
 
 

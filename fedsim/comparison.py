@@ -9,6 +9,7 @@ from partitions._io import write_atomic
 from .engines.inprocess import run
 from .results.outcome import RunResult
 from .checks import SettingError, SettingWarning
+from .clock import rules_the_run
 from .interrupts import RunDiverged
 from .config.partitioning import partition_for
 from .config.comparison import check_same_strategies, comparison_settings
@@ -105,8 +106,9 @@ def compare(config, strategies, out, *, resume: bool = False, quiet: bool = True
     write_atomic(out / "comparison.txt", f"{title}\n\n{comparison_table(results)}\n")
     from .results.plots import learning_curves
 
+    timed = any(rules_the_run(run_config) for run_config in configs.values())
     learning_curves({name: result.rows for name, result in results.items()}, path=out / "learning_curves.png",
-                    title=title)
+                    title=title, against=("round", "bytes", "time") if timed else ("round", "bytes"))
     return results
 
 

@@ -18,7 +18,8 @@ class Stream(enum.IntEnum):
     MODEL = 0x30DE1
     """The initial model (no further keys): the same for every strategy and engine."""
     SAMPLING = 0xC0407
-    """The clients a round samples (round)."""
+    """The clients a round samples (round), or those an asynchronous server sends the model to at its n-th
+    dispatch (n): with every client free and a round's number of places, the same draw as round n's."""
     SHUFFLE = 0x5EED
     """A rank's shuffle of its shard (epoch, rank, cycle), for allreduce/reweighted and `ShardSampler`."""
     STEP_DATA = 0x57E9
@@ -39,6 +40,8 @@ class Stream(enum.IntEnum):
     PERSONALIZE = 0xF17E
     """The base seed of personalized evaluation's fine-tuning (no further keys): each client's streams
     derive from it as its training's derive from the run's seed, so the two never share one."""
+    CLOCK = 0xC10C
+    """Each client's compute speed (0) and link bandwidth (1) on the simulated clock, drawn once per run."""
 
 
 def derive_seed(seed: int, *keys: int) -> int:

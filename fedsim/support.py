@@ -24,6 +24,9 @@ engine              refuses
 ``flower-app``      (a Flower user's own app, `fedsim.flower`) the gradient strategies, and client
                     terms that need fedsim's client core (``terms_need_client_core``: MOON)
 ==================  ===================================================================================
+
+Asynchronous rounds (``asynchronous``: fedbuff, fedasync) run in ``inprocess`` alone, and only
+with a method whose server hooks do not act on a round's clients (`asynchronous_refusal`).
 """
 
 from __future__ import annotations
@@ -91,6 +94,8 @@ def refusal(config, engine: str, *, workers: int = TABLE_PROCESSES, nproc: int |
     strategy = get_strategy(config.strategy)
     return (method_refusal(strategy, engine, workers=workers, name=config.strategy)
             or (privacy_refusal(config, algorithm_of(strategy)) if config.dp_clip is not None else None)
+            or (asynchronous_engine_refusal(config.asynchronous, engine) if config.asynchronous else None)
+            or (asynchronous_refusal(config, algorithm_of(strategy)) if config.asynchronous else None)
             or settings_refusal(config, strategy, engine, workers=workers, nproc=nproc, resume=resume,
                                 in_rank=in_rank))
 
@@ -120,6 +125,8 @@ def method_refusal(strategy: Strategy, engine: str, *, workers: int = TABLE_PROC
             return SettingError("{strategy} takes one gradient step of every client at a time, not a round of a "
                                 "ClientApp's own training; run it with `fedsim flower simulate`", strategy=name)
         return None
+    if asynchronous := dict(strategy.named_settings).get("asynchronous"):
+        return asynchronous_engine_refusal(asynchronous, engine)
     algorithm = algorithm_of(strategy)
     if engine == "flower-app" and algorithm.terms_need_client_core:
         return SettingError("{strategy}'s client term is a loss on each sample or acts on the model during training, "
@@ -194,6 +201,59 @@ def privacy_refusal(config, algorithm) -> SettingError | None:
                             "{dp_clip} neither clips nor noises; " + way_out, strategy=config.strategy,
                             dp_clip=config.dp_clip, sums=", ".join(sums))
     return None
+
+
+#: Why each engine but ``inprocess`` does not run asynchronous rounds.
+_NO_ASYNCHRONOUS = {
+    "workers": "trains a round's clients in parallel; an asynchronous run trains each client when the clock sends it "
+               "the model, one at a time: leave {workers:name} out",
+    "cohorts": "trains a round's clients together; an asynchronous run trains each client when the clock sends it "
+               "the model, one at a time: leave {vectorize:name} out",
+    "ddp": "shares a round's clients out among ranks that add up their sums, and an asynchronous run has no rounds; "
+           "run it with `fedsim run`",
+    "flower": "takes each reply when it arrives in wall time, where fedsim's asynchronous server takes it in the "
+              "order of the simulated clock; run it with `fedsim run`",
+}
+
+
+def asynchronous_engine_refusal(asynchronous: str, engine: str) -> SettingError | None:
+    """Return why ``engine`` does not run ``asynchronous`` rounds (fedbuff, fedasync), or ``None`` (in-process)."""
+    if engine == "inprocess":
+        return None
+    reason = _NO_ASYNCHRONOUS["flower" if engine.startswith("flower") else engine]
+    return SettingError("{asynchronous}: {where:text} " + reason, asynchronous=asynchronous,
+                        where=ENGINES[engine].name)
+
+
+#: The hooks of a method's server that act on a round's clients together.
+ROUND_HOOKS = ("begin_round", "scale", "aggregate", "to_delta", "end_round")
+
+
+def asynchronous_refusal(config, algorithm) -> SettingError | None:
+    """Return why ``config``'s method cannot run with ``asynchronous``, or ``None``.
+
+    An asynchronous server takes one update at a time, weighed by its staleness, and has no
+    round whose clients a method's server hooks could act on together: SCAFFOLD's control
+    variate, FedNova's normalisation and FedDyn's state are rules over a round's clients that
+    their papers do not restate without one. A method that changes its clients' training only
+    (FedProx's penalty, MOON's contrast with each client's own last model) runs. ``algorithm`` is the
+    method's class, whose hooks say this, or the method built for the run, whose declared server
+    state (`fedsim.algorithms.ServerState`, `fedsim.algorithms.RoundSum`) says it too.
+    """
+    from .algorithms import Algorithm
+    from .algorithms.declared import RoundSum, ServerState, declared
+
+    method = algorithm if isinstance(algorithm, type) else type(algorithm)
+    hooks = [name for name in ROUND_HOOKS if getattr(method, name) is not getattr(Algorithm, name)]
+    if not isinstance(algorithm, type):
+        hooks += [name for kind in (ServerState, RoundSum) for name in declared(algorithm, kind)]
+    if not hooks and method.linear:
+        return None
+    hooks = hooks or ["aggregate"]
+    return SettingError("{strategy}'s server acts on a round's clients together ({hooks:text}), and {asynchronous} "
+                        "takes one update at a time with no round; asynchronous rounds run the methods that change "
+                        "only their clients' training (fedavg, fedprox, moon): leave {asynchronous:name} out",
+                        strategy=config.strategy, hooks=", ".join(hooks), asynchronous=config.asynchronous)
 
 
 def settings_refusal(config, strategy: Strategy, engine: str, *, workers: int, nproc: int | None,
@@ -338,5 +398,7 @@ def format_support_table(rows: list[list[Cell]], wording=str) -> str:
                 "(on fedsim ddp and Flower), cohorts on fedsim ddp and Flower, gradient compression, SyncBatchNorm "
                 "or AMP with allreduce and reweighted on Flower, resuming the clients' states on Flower, and client-level "
                 "DP with a method whose clients send more than their update (scaffold) or that weighs or "
-                "combines clients its own way (fednova). Each run checks its own before it starts.")
+                "combines clients its own way (fednova), and asynchronous rounds (--asynchronous) with a method whose "
+                "server acts on a round's clients together (scaffold, fednova) or on an engine other than in-process. "
+                "Each run checks its own before it starts.")
     return "\n".join([*text, "", *notes, "", settings])

@@ -260,6 +260,30 @@ def local_step_count(num_samples: int, training: LocalTraining) -> int:
     return training.epochs * (full + (1 if rest and not dropped else 0))
 
 
+def local_sample_count(num_samples: int, training: LocalTraining) -> int:
+    """Return how many samples the batches of `local_batches` hold for a shard of ``num_samples`` (> 0).
+
+    Every pass over the shard yields the same batch sizes, full ones then the rest, whatever its
+    shuffle, so the count needs no draw: the simulated clock (`fedsim.clock`) knows how long a
+    client's round takes before it trains.
+
+    Examples
+    --------
+    >>> local_sample_count(25, LocalTraining(batch_size=10, epochs=2))
+    50
+    >>> local_sample_count(25, LocalTraining(batch_size=10, epochs=None, local_steps=4))  # 10, 10, 5, then 10
+    35
+    """
+    full, rest = divmod(num_samples, training.batch_size)
+    if training.drop_last and full:
+        rest = 0  # a short last batch skipped
+    sizes = [training.batch_size] * full + ([rest] if rest else [])
+    if training.local_steps is None:
+        return training.epochs * sum(sizes)
+    passes, steps = divmod(training.local_steps, len(sizes))
+    return passes * sum(sizes) + sum(sizes[:steps])
+
+
 def local_batches(shard: torch.Tensor, training: LocalTraining, generator: torch.Generator):
     """Yield a client's index batches: ``epochs`` shuffled passes, or ``local_steps`` batches across reshuffles.
 

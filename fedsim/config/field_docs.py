@@ -96,6 +96,8 @@ FIELD_DOCS = {
     "eval_clients_every": "evaluate on every client's local test set every this many rounds (and after the last) "
                           "(default: with every evaluation)",
     "client_target": "the accuracy in [0, 1] whose share of clients at or above it metrics.csv reports",
+    "target_accuracy": "the test accuracy in [0, 1] whose first reaching summary.json reports, in rounds and in "
+                       "simulated seconds (default: none)",
     "personalize_steps": "personalized evaluation (FedAvg-FT): each client fine-tunes the global model for this "
                          "many local steps before its local test (default: none)",
     "holdout_clients": "in (0, 1): a seeded share of the clients never trains and is evaluated as unseen "
@@ -107,6 +109,28 @@ FIELD_DOCS = {
     "client_sampling": "FedAvg's round: how a round samples its clients: fixed (``fraction`` x K of them, without "
                        "replacement) or poisson (each client independently with probability ``fraction``, so a "
                        "round's size varies and may be 0: the sampling client-level DP's accountant assumes)",
+    "client_speed": "FedAvg's round, on the simulated clock: each client's compute speed, drawn once per run: "
+                    "constant, constant:V, lognormal:MU,SIGMA, uniform:A,B, or a file of one value per client; a "
+                    "client at speed v takes ``sample_seconds`` / v per training sample",
+    "bandwidth": "the simulated clock: each client's link in Mbit/s, drawn as ``client_speed`` is; a round adds the "
+                 "model's bytes down and the update's bytes up over it (default: none, transfers take no time)",
+    "sample_seconds": "the simulated clock: the seconds one training sample takes a client at speed 1 (the default "
+                      "is benchmarks/sample_seconds.py's for the cnn on mnist-5k at batch 10, on a 2-core AMD EPYC)",
+    "round_deadline": "FedAvg's round: the simulated seconds a round waits; a client that would return later is "
+                      "dropped at the deadline, its download spent and its work lost (default: none, the round "
+                      "waits for its slowest client)",
+    "over_select": "FedAvg's round: sample (1 + this) x the round's clients and keep the first ones to return "
+                   "(Bonawitz et al. 2019), >= 0",
+    "asynchronous": "run FedAvg's clients without rounds, on the simulated clock: fedbuff (the server steps after "
+                    "each ``buffer`` updates, each weighed by ``staleness``) or fedasync (the server mixes in each "
+                    "model as it arrives, with weight ``async_alpha`` x ``staleness``) (default: none, synchronous "
+                    "rounds)",
+    "buffer": "``asynchronous`` = fedbuff: the updates K the server waits for before it steps, >= 1",
+    "concurrency": "``asynchronous``: the clients training at any time; a client that returns is replaced by one "
+                   "sampled from those not training, >= 1 (default: a round's clients, ``fraction`` x K)",
+    "staleness": "``asynchronous``: how an update s server steps old is weighed: constant (1), polynomial:A "
+                 "((1 + s)^-A; FedBuff's is polynomial:0.5) or hinge:A,B (1 up to B steps, then 1 / (A (s - B) + 1))",
+    "async_alpha": "``asynchronous`` = fedasync: the mixing weight alpha in (0, 1] of an update without staleness",
     "dp_clip": "client-level differential privacy (DP-FedAvg): clip each client's update, one flat vector over "
                "every tensor, to this L2 norm C > 0; the server adds Gaussian noise to the sum, divides it by the "
                "expected number of clients and weighs clients alike (default: none, no DP)",

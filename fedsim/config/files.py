@@ -20,6 +20,7 @@ from .partitioning import SCHEME_SETTINGS
 from .client_evaluation import ON_LOCAL_TEST_SETS
 from ..provenance import ENVIRONMENT_KEY
 from .privacy import ADAPTIVE_SETTINGS, DP_SETTINGS, NOISE_SETTINGS
+from .timing import ASYNC_SETTINGS, ONLY_FOR
 from .strategies import SETTINGS
 
 
@@ -181,6 +182,8 @@ def _where_read(name: str) -> dict:
         context["partition"] = SCHEME_SETTINGS[name][0][0]
     if name in ON_LOCAL_TEST_SETS:
         context["local_test_fraction"] = 0.5  # any: whether one is set is checked with the other settings
+    if name in ASYNC_SETTINGS:  # read by an asynchronous server: the one that reads it
+        context["asynchronous"] = ONLY_FOR.get(name, "fedbuff")
     if name == "dp_clip" or name in DP_SETTINGS:  # DP on, with a noise multiplier unless the setting is one
         context.update(dp_clip=1.0, **({} if name in NOISE_SETTINGS else {"dp_noise": 0.0}))
         if name in ADAPTIVE_SETTINGS:

@@ -75,6 +75,16 @@ SETTINGS: dict[str, Setting] = {
         ("dp_target_epsilon", "target epsilon"), ("dp_delta", "delta"), ("dp_accountant", "accountant"),
         ("dp_adaptive_quantile", "adaptive clip's quantile"), ("dp_clip_lr", "adaptive clip's learning rate"),
         ("dp_count_noise", "noise on the count of unclipped updates"))},
+    "client_speed": Setting(LOCAL, "the simulated clock's client speeds"),
+    "bandwidth": Setting(LOCAL, "the simulated clock's client links"),
+    "sample_seconds": Setting(LOCAL, "the simulated clock's seconds per sample"),
+    "round_deadline": Setting(LOCAL, "FedAvg's round deadline on the simulated clock"),
+    "over_select": Setting(LOCAL, "FedAvg's over-selection of a round's clients"),
+    "asynchronous": Setting(LOCAL, "FedAvg's clients run without rounds"),
+    "buffer": Setting(LOCAL, "FedBuff's buffer of updates"),
+    "concurrency": Setting(LOCAL, "the clients an asynchronous server keeps training"),
+    "staleness": Setting(LOCAL, "an asynchronous server's weight of a stale update"),
+    "async_alpha": Setting(LOCAL, "FedAsync's mixing weight"),
     "local_epochs": Setting(LOCAL, "FedAvg's local epochs E per round"),
     "local_steps": Setting(LOCAL, "FedAvg's local steps tau per round"),
     "mu": Setting(_FEDAVG, "FedAvg's FedProx weight"),
@@ -101,7 +111,8 @@ SETTINGS: dict[str, Setting] = {
 
 
 #: FedAvg's round under the names of the methods that are settings of it: FedProx (Li et al., MLSys 2020),
-#: FedAvgM (Hsu et al. 2019), FedAdagrad, FedAdam and FedYogi (Reddi et al., ICLR 2021). The name sets
+#: FedAvgM (Hsu et al. 2019), FedAdagrad, FedAdam and FedYogi (Reddi et al., ICLR 2021), and its asynchronous
+#: servers FedBuff (Nguyen et al., AISTATS 2022) and FedAsync (Xie et al. 2019). The name sets
 #: these fields where a config leaves them at their defaults (the values of Flower's and NIID-Bench's
 #: baselines); the run itself is fedavg with them, and it records the name of what ran (`run_label`).
 NAMED_SETTINGS = {
@@ -110,6 +121,8 @@ NAMED_SETTINGS = {
     "fedadagrad": {"server_optimizer": "adagrad", "server_lr": 0.01},
     "fedadam": {"server_optimizer": "adam", "server_lr": 0.01},
     "fedyogi": {"server_optimizer": "yogi", "server_lr": 0.01},
+    "fedbuff": {"asynchronous": "fedbuff"},
+    "fedasync": {"asynchronous": "fedasync"},
 }
 
 
@@ -225,11 +238,15 @@ def named_values(strategy: Strategy, config, defaults: Mapping) -> dict:
         current = getattr(config, name)
         if current == defaults[name]:
             values[name] = value
-        elif name == "server_optimizer" and current != value:
-            raise SettingError("{strategy} is fedavg with {server_optimizer}; it cannot take {given}: use {named}",
-                               fields={"given": "server_optimizer", "named": "strategy"}, strategy=strategy.name,
-                               server_optimizer=value, given=current, named=f"fed{current}")
+        elif name in _NAMING and current != value:
+            raise SettingError("{strategy} is fedavg with {setting}; it cannot take {given}: use {named}",
+                               fields={"setting": name, "given": name, "named": "strategy"}, strategy=strategy.name,
+                               setting=value, given=current, named=_NAMING[name].format(current))
     return values
+
+
+#: The settings whose value is a named strategy's whole identity: the strategy each other value is.
+_NAMING = {"server_optimizer": "fed{}", "asynchronous": "{}"}
 
 
 def server_label(config) -> str | None:
@@ -242,8 +259,9 @@ def server_label(config) -> str | None:
 def run_label(config) -> str:
     """Return what ``config`` runs, as its rows, tables and folders name it.
 
-    The strategy's name, FedProx's where fedavg has a proximal term, and the server step's where
-    it is not plain SGD: alone over fedavg (fedadam), after ``+`` over another round (scaffold+fedadam).
+    The strategy's name, FedProx's where fedavg has a proximal term, the asynchronous server's,
+    and the server step's where it is not plain SGD: each alone over fedavg (fedbuff, fedadam),
+    after ``+`` over what precedes it (fedprox+fedbuff, scaffold+fedadam).
 
     Examples
     --------
@@ -252,6 +270,8 @@ def run_label(config) -> str:
     ['fedavg', 'fedadam', 'fedprox', 'scaffold', 'allreduce']
     >>> RunConfig(strategy="scaffold", server_optimizer="yogi").label, RunConfig(strategy="fedprox", server_momentum=0.5).label
     ('scaffold+fedyogi', 'fedprox+fedavgm')
+    >>> RunConfig(strategy="fedbuff").label, RunConfig(strategy="fedprox", asynchronous="fedasync").label
+    ('fedbuff', 'fedprox+fedasync')
     """
     strategy = get_strategy(config.strategy)
     name = strategy.label
@@ -259,10 +279,10 @@ def run_label(config) -> str:
         return name
     if name == "fedavg" and config.mu > 0:
         name = "fedprox"
-    server = server_label(config)
-    if server is None:
-        return name
-    return server if name == "fedavg" else f"{name}+{server}"
+    for part in (config.asynchronous, server_label(config)):
+        if part is not None:
+            name = part if name == "fedavg" else f"{name}+{part}"
+    return name
 
 
 def _kind(value) -> str:

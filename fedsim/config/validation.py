@@ -23,6 +23,7 @@ from .privacy import check_privacy, privacy_weights
 from .ranges import NUMBER_RANGES, check_float32_scalars
 from .strategies import get_strategy, named_values
 from .strategy_settings import check_algorithm_options, unread_message
+from .timing import check_timing, resolve_distribution_files
 
 WEIGHT_RULES = ("equal", "size", "class-balanced", "dynamic")
 DYNAMIC_RULES = ("loss", "cosine")
@@ -39,6 +40,7 @@ def resolve_paths(config) -> None:
     for name in ("strategy", "model", "dataset", "partition"):  # a file's path absolute: every process finds it
         if is_reference(getattr(config, name)) or (name == "dataset" and split_format(config.dataset)):
             object.__setattr__(config, name, canonical(getattr(config, name), name))
+    resolve_distribution_files(config)
 
 
 def resolve_strategy(config, defaults: dict):
@@ -154,3 +156,4 @@ def check_settings(config, strategy, defaults: dict, strategy_defaults: dict) ->
     check_server_optimizer(config, defaults)
     check_gradient_settings(config)
     check_privacy(config, defaults)
+    check_timing(config, defaults)

@@ -31,9 +31,17 @@ def strategy_colors(names) -> dict[str, tuple]:
     return {name: palette[index % len(palette)] for index, name in enumerate(names)}
 
 
+#: The x axes `learning_curves` can draw accuracy against: each row's value, and the axis's label.
+CURVE_AXES = {
+    "round": (lambda row: row["round"], "round (a FedAvg round's worth of samples)"),
+    "bytes": (lambda row: row["bytes_communicated"] / 1e6, "MB communicated (all ranks, up + down)"),
+    "time": (lambda row: row["sim_time_s"], "simulated seconds"),
+}
+
+
 def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = None, colors: dict | None = None,
-                    dpi: int = 100):
-    """Draw test accuracy against round and against bytes communicated, one line per strategy.
+                    dpi: int = 100, against=("round", "bytes")):
+    """Draw test accuracy against round, bytes communicated or simulated time, one line per strategy.
 
     Rows measured on the clients' local test sets (``local_test_fraction``) add a dashed line of
     the same colour: the worst 10% of clients' mean accuracy (``client_acc_worst10``), the clients
@@ -49,6 +57,9 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     title : str, optional
     colors : dict, optional
         Strategy -> colour (`strategy_colors`); matplotlib's cycle by default.
+    against : sequence of str
+        The x axes, one panel each, of `CURVE_AXES`: ``round``, ``bytes`` (log), ``time`` (the
+        rows' ``sim_time_s``).
 
     Returns
     -------
@@ -58,31 +69,32 @@ def learning_curves(rows_by_strategy: dict, *, path=None, title: str | None = No
     from matplotlib.ticker import MaxNLocator
 
     colors = colors or strategy_colors(rows_by_strategy)
-    figure = Figure(figsize=(11, 4), layout="constrained")
-    by_round, by_bytes = figure.subplots(1, 2)
+    figure = Figure(figsize=(5.5 * len(against), 4), layout="constrained")
+    panels = dict(zip(against, np.atleast_1d(figure.subplots(1, len(against)))))
     for strategy, rows in rows_by_strategy.items():
         evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
         accuracy = np.array([row["test_accuracy"] for row in evaluated])
         spread = np.array([row.get("test_accuracy_std", 0.0) for row in evaluated])
-        for axes, x in ((by_round, [row["round"] for row in evaluated]),
-                        (by_bytes, [row["bytes_communicated"] / 1e6 for row in evaluated])):
+        worst = [row for row in rows if not math.isnan(row.get(WORST_CLIENTS, math.nan))]
+        for name, axes in panels.items():
+            x_of = CURVE_AXES[name][0]
+            x = [x_of(row) for row in evaluated]
             axes.plot(x, accuracy, marker="o", markersize=3, label=strategy, color=colors[strategy])
             if spread.any():
                 axes.fill_between(x, accuracy - spread, accuracy + spread, color=colors[strategy], alpha=0.15)
-        worst = [row for row in rows if not math.isnan(row.get(WORST_CLIENTS, math.nan))]
-        if worst:
-            for axes, x in ((by_round, [row["round"] for row in worst]),
-                            (by_bytes, [row["bytes_communicated"] / 1e6 for row in worst])):
-                axes.plot(x, [row[WORST_CLIENTS] for row in worst], linestyle="--", marker="v", markersize=3,
-                          label=f"{strategy}: worst 10% of clients", color=colors[strategy])
-    by_round.set(xlabel="round (a FedAvg round's worth of samples)", ylabel="test accuracy")
-    by_bytes.set(xlabel="MB communicated (all ranks, up + down)", ylabel="test accuracy", xscale="log")
-    by_round.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
-    label_log_axis(by_bytes.xaxis, [row["bytes_communicated"] / 1e6 for rows in rows_by_strategy.values()
-                                    for row in rows if row["bytes_communicated"] > 0])
-    for axes in (by_round, by_bytes):
+            if worst:
+                axes.plot([x_of(row) for row in worst], [row[WORST_CLIENTS] for row in worst], linestyle="--",
+                          marker="v", markersize=3, label=f"{strategy}: worst 10% of clients", color=colors[strategy])
+    for name, axes in panels.items():
+        axes.set(xlabel=CURVE_AXES[name][1], ylabel="test accuracy")
         axes.grid(alpha=0.3)
         axes.legend(fontsize=8)
+    if "round" in panels:
+        panels["round"].xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
+    if "bytes" in panels:
+        panels["bytes"].set_xscale("log")
+        label_log_axis(panels["bytes"].xaxis, [row["bytes_communicated"] / 1e6 for rows in rows_by_strategy.values()
+                                               for row in rows if row["bytes_communicated"] > 0])
     if title:
         figure.suptitle(title)
     if path is not None:

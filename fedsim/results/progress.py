@@ -18,9 +18,16 @@ class RoundStats:
     clients: int = 0
     #: the first client (or rank) whose loss was not finite, where the engine names them ("client 3")
     nonfinite: str = ""
-    #: FedAvg's round: sampled clients that failed to return (``client_dropout``), and stragglers
+    #: FedAvg's round: sampled clients whose work it did not take (they failed to return, returned after the
+    #: deadline or after the round had its clients), and stragglers
     dropped: int = 0
     stragglers: int = 0
+    #: the round's seconds on the simulated clock (`fedsim.clock`)
+    sim_s: float = 0.0
+    #: asynchronous rounds: the summed and largest staleness of the updates taken, and the server steps so far
+    staleness_sum: int = 0
+    staleness_max: int = 0
+    server_steps: int | None = None
     #: client-level DP: the clip norm the round used, and the epsilon spent once it was released
     dp_clip: float | None = None
     epsilon: float | None = None
@@ -71,6 +78,8 @@ class Progress:
         Bytes sent by the ranks or clients, and to them.
     wall_s, eval_s : float
         Seconds spent in rounds, and the part of them spent evaluating.
+    sim_time_s : float
+        Seconds on the simulated clock (`fedsim.clock`).
     """
 
     round: int = 0
@@ -80,6 +89,7 @@ class Progress:
     bytes_down: int = 0
     wall_s: float = 0.0
     eval_s: float = 0.0
+    sim_time_s: float = 0.0
 
     @property
     def bytes_communicated(self) -> int:

@@ -24,6 +24,8 @@ from .progress import Progress, RoundStats
 from .summary import MULTILABEL_METRICS, summarize
 from .tensorboard import TensorBoardRows
 from ..references import code_digests
+from ..clock import rules_the_run
+from ..config.strategies import get_strategy
 from ..schedule import SampleGrid, holdout_of
 
 CHECKPOINT_FORMAT = 2
@@ -174,9 +176,15 @@ class Recorder:
         progress.bytes_down += stats.bytes_down
         progress.wall_s += wall_s
         progress.eval_s += eval_s
+        progress.sim_time_s += stats.sim_s
         row = self._row(stats.train_loss, metrics)
-        if self.config.client_dropout:
+        if get_strategy(self.config.strategy).local_training:  # the clock times FedAvg's clients
+            row["sim_time_s"] = progress.sim_time_s
+        if self.config.client_dropout or self.config.round_deadline is not None or self.config.over_select:
             row["dropped_clients"] = stats.dropped
+        if stats.server_steps is not None:  # asynchronous: the updates taken since the last row
+            row["server_steps"], row["staleness_max"] = stats.server_steps, stats.staleness_max
+            row["staleness_mean"] = stats.staleness_sum / max(stats.clients, 1)
         if self.config.stragglers:
             row["stragglers"] = stats.stragglers
         if self.config.client_sampling == "poisson":  # a Poisson round's size varies
@@ -242,7 +250,8 @@ class Recorder:
         """Return the run's summary so far (`summarize`), with whether and where it diverged."""
         diverged = self.diverged
         return {
-            **summarize(self.rows, self.progress, self.partition.num_partitions), **(extra or {}),
+            **summarize(self.rows, self.progress, self.partition.num_partitions, self.config.target_accuracy),
+            **(extra or {}),
             # single-label runs: each class's test accuracy at the last evaluation of this process
             # (the last round's, once a run ends), null for a class the test split lacks
             **({} if self.per_class is None else {"final_per_class_test_accuracy": self.per_class}),
@@ -266,7 +275,8 @@ class Recorder:
             from .plots import learning_curves
 
             learning_curves({self.config.label: self.rows}, path=self.folder.path / "learning_curves.png",
-                            title=run_title(self.config, self.partition))
+                            title=run_title(self.config, self.partition),
+                            against=("round", "bytes", "time") if rules_the_run(self.config) else ("round", "bytes"))
         return summary
 
     def _row(self, train_loss: float, metrics: dict | None) -> dict:

@@ -12,7 +12,7 @@ MULTILABEL_METRICS = ("micro_f1", "macro_f1", "mean_average_precision")
 LAST_ROUNDS = 5
 
 
-def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
+def summarize(rows: list[dict], progress, num_partitions: int, target_accuracy: float | None = None) -> dict:
     """Return the final numbers of a run: accuracy, loss, bytes, time.
 
     Accuracy is given three ways, each under its own name, since papers report all three and a
@@ -30,6 +30,9 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
         The rows of ``metrics.csv``.
     progress : fedsim.results.recorder.Progress
     num_partitions : int
+    target_accuracy : float, optional
+        With it, the first evaluated round whose test accuracy reaches it (``target_round``) and
+        its simulated time (``time_to_target_s``), both ``None`` where no round did.
 
     Examples
     --------
@@ -41,6 +44,10 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
     >>> s = summarize(rows[:3], Progress(), num_partitions=2)
     >>> round(s["last_5_mean_test_accuracy"], 3), s["last_5_mean_rounds"]
     (0.667, 3)
+    >>> timed = [{**row, "sim_time_s": 10.0 * row["round"]} for row in rows]
+    >>> s = summarize(timed, Progress(), num_partitions=2, target_accuracy=0.75)
+    >>> s["target_round"], s["time_to_target_s"]
+    (2, 20.0)
     """
     evaluated = [row for row in rows if not math.isnan(row["test_accuracy"])]
     final = evaluated[-1] if evaluated else rows[-1] if rows else {"test_accuracy": math.nan, "test_loss": math.nan}
@@ -65,6 +72,13 @@ def summarize(rows: list[dict], progress, num_partitions: int) -> dict:
     for key in MULTILABEL_METRICS:
         if f"test_{key}" in final:
             summary[f"final_test_{key}"] = final[f"test_{key}"]
+    if target_accuracy is not None:
+        reached = next((row for row in evaluated if row["test_accuracy"] >= target_accuracy), None)
+        summary["target_accuracy"] = target_accuracy
+        summary["target_round"] = None if reached is None else reached["round"]
+        summary["time_to_target_s"] = None if reached is None else reached.get("sim_time_s")
+    if "sim_time_s" in final:
+        summary["sim_time_s"] = rows[-1]["sim_time_s"]
     clients = [row for row in rows if not math.isnan(row.get("client_acc_mean", math.nan))]
     if clients:  # the last evaluation on the clients' local test sets
         summary.update({f"final_{key}": value for key, value in clients[-1].items()

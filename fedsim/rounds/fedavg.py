@@ -13,7 +13,8 @@ from partitions import feature_noise_levels
 from ..algorithms import declared
 from ..client.loss_scale import RoundLossScale
 from ..client.training import LocalTraining
-from ..client.update import ClientUpdate, client_update, state_tensors
+from ..client.update import ClientUpdate, client_update, local_sample_count, state_tensors
+from ..clock import ClientClock
 from ..privacy.mechanism import ClientPrivacy
 from ..privacy.plan import PrivacyPlan
 from ..results.progress import RoundStats
@@ -21,7 +22,7 @@ from ..schedule import holdout_of, model_bytes, sample_participants
 from ..support import privacy_refusal
 from .hooks import checked_terms
 from .server_side import RoundServer
-from .system import dropped_clients, partial_work, stragglers
+from .system import RoundTiming, dropped_clients, over_selected_fraction, partial_work, stragglers, time_round
 
 
 class FedAvgRounds(RoundServer):
@@ -51,6 +52,8 @@ class FedAvgRounds(RoundServer):
         # what one client receives, and sends, in a round
         self.state_bytes = sum(model_bytes(model)) + self.algorithm.extra_bytes
         self.loss_scale = RoundLossScale(config.amp, self.global_state[0].device)  # fp16 AMP's, else inert
+        self.clock = ClientClock(config, len(self.sizes))
+        self._timing: tuple[int, RoundTiming] | None = None  # the last round's, asked for more than once
 
     def client_privacy(self) -> ClientPrivacy | None:
         """Return the round's client-level DP (``dp_clip``), or ``None``; refuse a method it cannot bound."""
@@ -127,20 +130,42 @@ class FedAvgRounds(RoundServer):
                          samples=update.samples_processed, loss_sum=update.loss_sum)
 
     def drawn_clients(self, round_index: int) -> list[int]:
-        """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on)."""
-        sampled = sample_participants(len(self.sizes), self.config.fraction, self.config.seed, round_index,
-                                      holdout_of(self.partition), poisson=self.config.client_sampling == "poisson")
+        """Return the clients round ``round_index`` samples, less those with an empty shard (nothing to train on).
+
+        With ``over_select``, (1 + f) times the round's clients are sampled (`round_timing` keeps the first to return).
+        """
+        holdout = holdout_of(self.partition)
+        fraction = self.config.fraction
+        if self.config.over_select:
+            fraction = over_selected_fraction(fraction, self.config.over_select, len(self.sizes) - len(holdout))
+        sampled = sample_participants(len(self.sizes), fraction, self.config.seed, round_index, holdout,
+                                      poisson=self.config.client_sampling == "poisson")
         return [int(k) for k in sampled if self.sizes[k] > 0]
 
+    def round_timing(self, round_index: int) -> RoundTiming:
+        """Return round ``round_index``'s `fedsim.rounds.system.RoundTiming`: which drawn clients it keeps, which fail
+        to return (``client_dropout``), return too late (``round_deadline``) or after the round had its clients
+        (``over_select``), and its simulated seconds (`fedsim.clock`)."""
+        if self._timing is None or self._timing[0] != round_index:
+            drawn = self.drawn_clients(round_index)
+            seconds = {client: self.clock.seconds(
+                client, samples=local_sample_count(int(self.sizes[client]), self.client_training(client, round_index)),
+                bytes_down=self.state_bytes, bytes_up=self.state_bytes) for client in drawn}
+            wanted = None
+            if self.config.over_select:
+                wanted = max(1, int(round(self.config.fraction * (len(self.sizes) - len(holdout_of(self.partition))))))
+            timing = time_round(drawn, dropped_clients(self.config, drawn, round_index), seconds,
+                                deadline=self.config.round_deadline, wanted=wanted)
+            self._timing = (round_index, timing)
+        return self._timing[1]
+
     def sampled_clients(self, round_index: int) -> list[int]:
-        """Return the clients of round ``round_index`` that train and return: the drawn ones less the dropped."""
-        drawn = self.drawn_clients(round_index)
-        dropped = set(dropped_clients(self.config, drawn, round_index))
-        return [client for client in drawn if client not in dropped]
+        """Return the clients of round ``round_index`` that train and return in time (`round_timing`)."""
+        return self.round_timing(round_index).kept
 
     def dropped_clients(self, round_index: int) -> list[int]:
         """Return the clients drawn in round ``round_index`` that fail to return (``client_dropout``)."""
-        return dropped_clients(self.config, self.drawn_clients(round_index), round_index)
+        return self.round_timing(round_index).failed
 
     def client_training(self, client: int, round_index: int):
         """Return ``client``'s local training in round ``round_index``: the run's, or a straggler's partial work."""
@@ -151,13 +176,14 @@ class FedAvgRounds(RoundServer):
         return partial_work(self.config, self.training, client, round_index)
 
     def note_system(self, stats: RoundStats, round_index: int) -> None:
-        """Count round ``round_index``'s dropped clients (sent the model, which never came back) and stragglers.
-
-        Their bytes add to those `close_round` counted."""
-        dropped = self.dropped_clients(round_index)
-        stats.dropped = len(dropped)
-        stats.bytes_down += len(dropped) * self.state_bytes
+        """Count round ``round_index``'s lost clients (sent the model, whose work the round did not take) and
+        stragglers, and its simulated seconds (`round_timing`). The lost clients' downloads add to the bytes
+        `close_round` counted."""
+        timing = self.round_timing(round_index)
+        stats.dropped = len(timing.lost)
+        stats.bytes_down += len(timing.lost) * self.state_bytes
         stats.stragglers = len(stragglers(self.config, self.drawn_clients(round_index), round_index))
+        stats.sim_s = timing.seconds
 
     def train_client(self, client: int, round_index: int) -> ClientUpdate:
         """Train ``client`` from the global model in round ``round_index``; its model is left in ``self.model``."""

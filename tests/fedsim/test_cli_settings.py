@@ -131,7 +131,7 @@ def test_version_and_help(tmp_path):
     assert fedsim("--version").stdout.strip().startswith("fedsim 0.")
     assert list(FIELD_DOCS) == [field.name for field in dataclasses.fields(RunConfig)]  # one text each, in order
     text = fedsim("run", "--help").stdout
-    assert "{allreduce,fedadagrad,fedadam,fedavg,fedavgm,fednova,fedprox,fedyogi,moon,reweighted,scaffold}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
+    assert "{allreduce,fedadagrad,fedadam,fedasync,fedavg,fedavgm,fedbuff,fednova,fedprox,fedyogi,moon,reweighted,scaffold}" in text and "{batch,group,layer,none}" in text and "vit-tiny" in text
     assert "equal for allreduce, size for reweighted and fedavg" in " ".join(text.split())
     assert "(required)" in text and "default None" not in text
 

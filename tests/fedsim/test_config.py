@@ -54,6 +54,16 @@ UNREAD = [
     ("dp_adaptive_quantile", 0.5, "reweighted"),
     ("dp_clip_lr", 0.1, "allreduce"),
     ("dp_count_noise", 2.0, "reweighted"),
+    ("client_speed", "lognormal:0,1", "allreduce"),
+    ("bandwidth", "constant:10", "reweighted"),
+    ("sample_seconds", 0.01, "allreduce"),
+    ("round_deadline", 5.0, "reweighted"),
+    ("over_select", 0.3, "allreduce"),
+    ("asynchronous", "fedbuff", "reweighted"),
+    ("buffer", 4, "allreduce"),
+    ("concurrency", 8, "reweighted"),
+    ("staleness", "constant", "allreduce"),
+    ("async_alpha", 0.5, "reweighted"),
 ]
 
 

@@ -1,6 +1,5 @@
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from fedsim.results.folder import METRIC_COLUMNS, read_rows
 from fedsim.schedule import SampleGrid
 from partitions import Partition
 
-from .checkpoints import ENDLESS_ROUNDS, checkpoint_round, wait_for_checkpoint
+from .checkpoints import kill_resume_and_run_straight
 
 QUICK = {"model": "mlp", "rounds": 2, "batch_size": 20, "lr": 0.05, "num_partitions": 5, "fraction": 0.4}
 FEDAVG = RunConfig(strategy="fedavg", **QUICK)
@@ -90,33 +89,7 @@ def _fedsim_run(out, *extra, rounds):
 @pytest.mark.numerics
 @pytest.mark.slow
 def test_run_killed_with_sigkill_resumes_to_the_same_parameters(tmp_path):
-    # Given more rounds than any machine runs while the test watches, the run is alive when its checkpoint
-    # first holds round 2; the resume then sets the rounds that the straight run runs too.
-    checkpoint = tmp_path / "killed" / "checkpoint.pt"
-    killed = _fedsim_run(tmp_path / "killed", rounds=ENDLESS_ROUNDS)
-    try:
-        wait_for_checkpoint(killed, checkpoint, 2)
-    finally:
-        killed.send_signal(signal.SIGKILL)  # no handler runs, nothing is flushed
-        killed.communicate()
-    assert killed.returncode == -signal.SIGKILL
-    rounds_done = checkpoint_round(checkpoint)  # a later round may have landed between the wait and the kill
-    rounds = max(6, rounds_done + 2)
-    # what a kill in the middle of a checkpoint's write leaves (whether this one did is chance): gone on resume
-    half_written = checkpoint.with_name(".checkpoint.pt.0123456789ab.tmp")
-    half_written.write_bytes(b"half a checkpoint")
-    processes = [_fedsim_run(tmp_path / "killed", "--resume", rounds=rounds),
-                 _fedsim_run(tmp_path / "straight", rounds=rounds)]
-    try:
-        for process in processes:
-            _, stderr = process.communicate(timeout=600)
-            assert process.returncode == 0, stderr
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.communicate()
+    rounds = kill_resume_and_run_straight(_fedsim_run, tmp_path, kill_at=2, rounds_at_least=6)
     final = [torch.load(tmp_path / name / "model.pt", weights_only=True)["state"] for name in ("killed", "straight")]
     assert all(torch.equal(a, b) for a, b in zip(*final))
     assert [row["round"] for row in read_rows(tmp_path / "killed" / "metrics.csv")] == list(range(1, rounds + 1))
-    assert not half_written.exists()

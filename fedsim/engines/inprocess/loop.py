@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...algorithms import declared
 from ...results.outcome import RunResult
+from ...rounds.asynchronous import AsynchronousRounds
 from ...rounds.result import EngineRun, build_rounds
 from .fedavg import InProcessFedAvgRounds
 from .gradient import InProcessGradientRounds
@@ -43,6 +44,8 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, data=None
     """
     check_workers(workers, config)
     fedavg = InProcessFedAvgRounds if workers == 1 else partial(ParallelFedAvgRounds, workers=workers)
+    if config.asynchronous:
+        fedavg = AsynchronousRounds  # each client trains alone, when the clock sends it the model
     rounds = partial(build_rounds, config, fedavg=fedavg, gradient=InProcessGradientRounds)
     engine_run = EngineRun.build(config, out, resume=resume, rounds=rounds, data=data, partition=partition)
     algorithm = engine_run.rounds.algorithm
