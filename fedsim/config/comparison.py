@@ -11,6 +11,7 @@ from .validation import WEIGHT_RULES
 from .keys import field_values
 from .strategies import check_strategy_names, get_strategy, rule_for
 from .strategy_settings import check_option_meant, unread_message
+from .timing import ASYNC_SETTINGS, ONLY_FOR, reads_asynchronous_setting
 
 
 def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str = "settings") -> dict:
@@ -66,10 +67,25 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
     rules = {name: rule_for(name, weights) for name in names}
     defaults = setting_defaults()
     options = values.get("algorithm_options") or {}
+
+    def reads(name: str, field: str) -> bool:
+        strategy = get_strategy(name)
+        if not strategy.reads(field, rules[name]):
+            return False
+        # fedbuff's and fedasync's settings reach the asynchronous ones: those named so, or all with `asynchronous`
+        asynchronous = dict(strategy.named_settings).get("asynchronous") or \
+            (values.get("asynchronous") if strategy.reads("asynchronous", rules[name]) else None)
+        return reads_asynchronous_setting(field, asynchronous)
+
     for field, value in values.items():
         if field not in defaults or value == defaults[field]:
             continue
-        if not any(get_strategy(name).reads(field, rules[name]) for name in names):
+        if field in ASYNC_SETTINGS and not any(reads(name, field) for name in names):
+            server = ONLY_FOR.get(field, "fedbuff or fedasync")
+            raise SettingError("{setting} is read by {server:text} alone, which {strategies:name} does not list (nor "
+                               "{asynchronous:name} make); list it or remove {setting:name}", fields={"setting": field},
+                               setting=value, server=server, strategies=names)
+        if not any(reads(name, field) for name in names):
             raise unread_message(field, value, rules, comparison=True)
         check_option_meant(field, value, rules, options)
     unread = [option for option in options if not any(get_strategy(name).own_options({option: 0}) for name in names)]
@@ -79,7 +95,7 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
     configs = {}
     for name in names:
         strategy = get_strategy(name)
-        own = {field: value for field, value in values.items() if strategy.reads(field, rules[name])}
+        own = {field: value for field, value in values.items() if reads(name, field)}
         if "algorithm_options" in own:
             own["algorithm_options"] = strategy.own_options(own["algorithm_options"])
         configs[name] = RunConfig(**own, strategy=name, weights=rules[name])
@@ -107,7 +123,8 @@ def comparison_settings(configs: Mapping[str, RunConfig]) -> dict:
     for field in fields(RunConfig):
         if field.name in ("strategy", "weights"):
             continue
-        readers = [config for config in configs.values() if get_strategy(config.strategy).reads(field.name, config.weights)]
+        readers = [config for config in configs.values() if get_strategy(config.strategy).reads(field.name, config.weights)
+                   and reads_asynchronous_setting(field.name, config.asynchronous)]
         source = readers[0] if readers else next(iter(configs.values()))
         settings[field.name] = getattr(source, field.name)
         if field.name == "algorithm_options":  # each algorithm holds its own options

@@ -200,7 +200,7 @@ class Strategy:
             if config.algorithm_options:
                 prox = ", " + ", ".join(f"{name}={value}" for name, value in sorted(config.algorithm_options.items()))
             line = (f"{config.label}: C={config.fraction}, {work} of B={config.batch_size} at lr={config.lr}{prox}, "
-                    f"{config.weights} weights, server {server_step(config)}")
+                    f"{config.weights} weights, server {server_step(config)}{clock_text(config)}")
             if config.dp_clip is None:
                 return line
             from ..privacy.plan import PrivacyPlan  # the accountant: only where a run has DP
@@ -350,6 +350,28 @@ def rule_for(strategy: str, weights: str | None) -> str:
     """Return the weight rule ``strategy`` runs with when ``weights`` is asked for: it, if it applies."""
     rules = get_strategy(strategy).weight_rules
     return weights if weights in rules else rules[0]
+
+
+def clock_text(config) -> str:
+    """Return what a run's description adds for the simulated clock: its asynchronous server, deadline and
+    over-selection ("" for synchronous rounds without them).
+
+    Examples
+    --------
+    >>> from fedsim.config import RunConfig
+    >>> clock_text(RunConfig(strategy="fedbuff", concurrency=20)), clock_text(RunConfig(round_deadline=2.5))
+    ('; fedbuff: 20 clients training, K=10, staleness polynomial:0.5', '; deadline 2.5 s')
+    """
+    parts = []
+    if config.asynchronous is not None:
+        training = "a round's clients" if config.concurrency is None else f"{config.concurrency} clients"
+        own = f"K={config.buffer}" if config.asynchronous == "fedbuff" else f"alpha={config.async_alpha}"
+        parts.append(f"{config.asynchronous}: {training} training, {own}, staleness {config.staleness}")
+    if config.round_deadline is not None:
+        parts.append(f"deadline {config.round_deadline:g} s")
+    if config.over_select:
+        parts.append(f"over-selected by {config.over_select:g}")
+    return "".join(f"; {part}" for part in parts)
 
 
 def server_step(config) -> str:

@@ -32,6 +32,20 @@ ROUND_SETTINGS = {
 SERVER_SETTINGS = ("server_lr", "server_momentum", "server_optimizer")
 
 
+def reads_asynchronous_setting(name: str, asynchronous: str | None) -> bool:
+    """Return whether a run whose server is ``asynchronous`` (``None``: synchronous rounds) reads setting ``name``:
+    every setting but `ASYNC_SETTINGS`, which the asynchronous servers read (`ONLY_FOR` says which one).
+
+    Examples
+    --------
+    >>> [reads_asynchronous_setting(name, "fedasync") for name in ("buffer", "concurrency", "fraction")]
+    [False, True, True]
+    """
+    if name not in ASYNC_SETTINGS:
+        return True
+    return asynchronous is not None and ONLY_FOR.get(name, asynchronous) == asynchronous
+
+
 def resolve_distribution_files(config) -> None:
     """Make a ``client_speed`` or ``bandwidth`` that names a file an absolute path, as every process reads it."""
     for name in ("client_speed", "bandwidth"):

@@ -31,12 +31,14 @@ import numpy as np
 import torch
 
 from ..aggregate import accumulate
+from ..checks import SettingError
 from ..client.update import state_tensors
 from ..results.progress import RoundStats
 from ..schedule import holdout_of
 from ..seeding import Stream, derive_seed
 from ..support import asynchronous_refusal, check_runs_on
 from .fedavg import FedAvgRounds
+from .system import cohort_size
 from ..staleness import Staleness
 
 
@@ -89,7 +91,10 @@ class AsynchronousRounds(FedAvgRounds):
             check_runs_on(config, "cohorts")
         holdout = set(holdout_of(partition))
         self.participants = [k for k in range(len(self.sizes)) if k not in holdout and self.sizes[k] > 0]
-        self.cohort = max(1, int(round(config.fraction * (len(self.sizes) - len(holdout)))))
+        if not self.participants:
+            raise SettingError("{asynchronous} needs a client that trains: every shard is empty or held out "
+                               "({holdout_clients:name})", asynchronous=config.asynchronous)
+        self.cohort = cohort_size(config.fraction, self.participant_count())
         self.concurrency = min(config.concurrency or self.cohort, len(self.participants))
         self.staleness = Staleness.parse(config.staleness)
         self.now, self.version, self.dispatches = 0.0, 0, 0
@@ -107,6 +112,7 @@ class AsynchronousRounds(FedAvgRounds):
             self.take(self.in_flight.pop(0), stats)
         stats.sim_s = self.now - started
         stats.server_steps = self.version
+        self.loss_scale.settle()  # fp16 AMP's clients of the row start the next from their most cautious scale
         return stats
 
     def dispatch(self, stats: RoundStats) -> None:

@@ -22,7 +22,8 @@ from ..schedule import holdout_of, model_bytes, sample_participants
 from ..support import privacy_refusal
 from .hooks import checked_terms
 from .server_side import RoundServer
-from .system import RoundTiming, dropped_clients, over_selected_fraction, partial_work, stragglers, time_round
+from .system import (RoundTiming, cohort_size, dropped_clients, over_selected_fraction, partial_work, stragglers,
+                     time_round)
 
 
 class FedAvgRounds(RoundServer):
@@ -58,7 +59,7 @@ class FedAvgRounds(RoundServer):
     def client_privacy(self) -> ClientPrivacy | None:
         """Return the round's client-level DP (``dp_clip``), or ``None``; refuse a method it cannot bound."""
         # the accountant is told the clients the rounds sample from: those not held out
-        plan = PrivacyPlan.for_config(self.config, len(self.sizes) - len(holdout_of(self.partition)))
+        plan = PrivacyPlan.for_config(self.config, self.participant_count())
         if plan is None:
             return None
         if (reason := privacy_refusal(self.config, self.algorithm)) is not None:
@@ -137,10 +138,14 @@ class FedAvgRounds(RoundServer):
         holdout = holdout_of(self.partition)
         fraction = self.config.fraction
         if self.config.over_select:
-            fraction = over_selected_fraction(fraction, self.config.over_select, len(self.sizes) - len(holdout))
+            fraction = over_selected_fraction(fraction, self.config.over_select, self.participant_count())
         sampled = sample_participants(len(self.sizes), fraction, self.config.seed, round_index, holdout,
                                       poisson=self.config.client_sampling == "poisson")
         return [int(k) for k in sampled if self.sizes[k] > 0]
+
+    def participant_count(self) -> int:
+        """Return the clients that rounds sample from: those not held out (`fedsim.schedule.holdout_of`)."""
+        return len(self.sizes) - len(holdout_of(self.partition))
 
     def round_timing(self, round_index: int) -> RoundTiming:
         """Return round ``round_index``'s `fedsim.rounds.system.RoundTiming`: which drawn clients it keeps, which fail
@@ -151,9 +156,7 @@ class FedAvgRounds(RoundServer):
             seconds = {client: self.clock.seconds(
                 client, samples=local_sample_count(int(self.sizes[client]), self.client_training(client, round_index)),
                 bytes_down=self.state_bytes, bytes_up=self.state_bytes) for client in drawn}
-            wanted = None
-            if self.config.over_select:
-                wanted = max(1, int(round(self.config.fraction * (len(self.sizes) - len(holdout_of(self.partition))))))
+            wanted = cohort_size(self.config.fraction, self.participant_count()) if self.config.over_select else None
             timing = time_round(drawn, dropped_clients(self.config, drawn, round_index), seconds,
                                 deadline=self.config.round_deadline, wanted=wanted)
             self._timing = (round_index, timing)

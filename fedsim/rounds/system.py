@@ -122,6 +122,12 @@ def time_round(drawn: list[int], failed: list[int], seconds: dict, *, deadline: 
     return RoundTiming(sorted(client for _, client in on_time), failed, late, unselected, end)
 
 
+def cohort_size(fraction: float, participants: int) -> int:
+    """Return the clients a round of ``fraction`` of the ``participants`` takes, as `fedsim.schedule.sample_clients`
+    draws them: ``max(1, round(fraction x participants))``."""
+    return max(1, int(round(fraction * participants)))
+
+
 def over_selected_fraction(fraction: float, over_select: float, participants: int) -> float:
     """Return the fraction of the ``participants`` that a round with ``over_select`` samples: (1 + f) x its clients.
 
@@ -130,5 +136,5 @@ def over_selected_fraction(fraction: float, over_select: float, participants: in
     >>> over_selected_fraction(0.1, 0.3, 100) * 100, over_selected_fraction(0.5, 1.5, 10)
     (13.0, 1.0)
     """
-    cohort = max(1, int(round(fraction * participants)))
+    cohort = cohort_size(fraction, participants)
     return min(participants, math.ceil(round((1 + over_select) * cohort, 9))) / participants

@@ -20,6 +20,7 @@ import torch
 from fedsim.build import RunSetup
 from fedsim.checks import SettingError
 from fedsim.client import get_state
+from fedsim.config.comparison import comparison_configs, comparison_settings
 from fedsim.config.run_config import RunConfig
 from fedsim.engines.inprocess import run
 from fedsim.results.folder import read_rows
@@ -217,3 +218,13 @@ def test_an_asynchronous_run_is_named_by_its_server_and_its_method():
     assert RunConfig(strategy="fedbuff").label == "fedbuff"
     assert RunConfig(strategy="moon", asynchronous="fedbuff", server_momentum=0.9).label == "moon+fedbuff+fedavgm"
     assert math.isclose(RunConfig(strategy="fedasync").async_alpha, 0.6)
+
+
+def test_a_comparison_hands_the_asynchronous_settings_to_the_asynchronous_strategies_alone():
+    names = ["fedavg", "fedbuff", "fedasync"]
+    configs = comparison_configs({"concurrency": 20, "buffer": 5, "client_speed": "uniform:1,2"}, names)
+    assert [(config.label, config.concurrency, config.buffer, config.client_speed) for config in configs.values()] == [
+        ("fedavg", None, 10, "uniform:1,2"), ("fedbuff", 20, 5, "uniform:1,2"), ("fedasync", 20, 10, "uniform:1,2")]
+    assert comparison_configs(comparison_settings(configs), names) == configs  # what a comparison's config.json holds
+    with pytest.raises(SettingError, match=r"`buffer`=5 is read by fedbuff alone, which `strategies` does not list"):
+        comparison_configs({"buffer": 5}, ["fedavg", "fedasync"])

@@ -111,6 +111,16 @@ UNREAD = [
     (["--dp-adaptive-quantile", "0.5"], "allreduce", "`--dp-adaptive-quantile`=0.5"),
     (["--dp-clip-lr", "0.1"], "reweighted", "`--dp-clip-lr`=0.1"),
     (["--dp-count-noise", "2"], "allreduce", "`--dp-count-noise`=2.0"),
+    (["--client-speed", "uniform:1,2"], "reweighted", "`--client-speed`='uniform:1,2'"),
+    (["--bandwidth", "constant:10"], "allreduce", "`--bandwidth`='constant:10'"),
+    (["--sample-seconds", "0.01"], "reweighted", "`--sample-seconds`=0.01"),
+    (["--round-deadline", "5"], "allreduce", "`--round-deadline`=5.0"),
+    (["--over-select", "0.3"], "reweighted", "`--over-select`=0.3"),
+    (["--asynchronous", "fedbuff"], "allreduce", "`--asynchronous`='fedbuff'"),
+    (["--buffer", "4"], "reweighted", "`--buffer`=4"),
+    (["--concurrency", "8"], "allreduce", "`--concurrency`=8"),
+    (["--staleness", "constant"], "reweighted", "`--staleness`='constant'"),
+    (["--async-alpha", "0.5"], "allreduce", "`--async-alpha`=0.5"),
 ]
 
 
