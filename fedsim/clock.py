@@ -83,7 +83,17 @@ class Distribution:
         return cls(setting, name, params)
 
     def draw(self, count: int, seed: int, key: int) -> np.ndarray:
-        """Return ``count`` values, one per client: drawn from the stream (seed, `Stream.CLOCK`, ``key``), or read."""
+        """Return ``count`` values, one per client: drawn from the stream (seed, `Stream.CLOCK`, ``key``), or read;
+        refuse a draw that gives a value no clock can divide by (``lognormal`` with a very negative MU gives 0)."""
+        values = self._values(count, seed, key)
+        if not np.all(np.isfinite(values) & (values > 0)):
+            raise SettingError("{setting} gives a client a speed or link of 0 or beyond a float's range; choose "
+                               "parameters whose values are positive and finite", fields={"setting": self.setting},
+                               setting=self.path or f"{self.kind}:{','.join(f'{p:g}' for p in self.params)}")
+        return values
+
+    def _values(self, count: int, seed: int, key: int) -> np.ndarray:
+        """Return the ``count`` values `draw` checks."""
         if self.kind == "file":
             values = read_values(self.setting, self.path)
             if len(values) != count:

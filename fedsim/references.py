@@ -140,10 +140,16 @@ def digest(text: str) -> str | None:
 
 
 def code_digests(config) -> dict:
-    """Return the SHA-256 of each file ``config`` names by reference (``strategy``, ``model``, ``dataset``,
-    ``partition``)."""
+    """Return the SHA-256 of each file ``config`` names: by reference (``strategy``, ``model``, ``dataset``,
+    ``partition``), and the simulated clock's files of per-client values (``client_speed``, ``bandwidth``), whose
+    change would change a resumed run's numbers as silently as a changed method would."""
     texts = {name: getattr(config, name) for name in ("strategy", "model", "dataset", "partition")}
-    return {name: digest(text) for name, text in texts.items() if is_reference(text) and digest(text) is not None}
+    digests = {name: digest(text) for name, text in texts.items() if is_reference(text) and digest(text) is not None}
+    for name in ("client_speed", "bandwidth"):
+        value = getattr(config, name, None)
+        if isinstance(value, str) and Path(value).is_absolute() and Path(value).is_file():  # made absolute if a file
+            digests[name] = hashlib.sha256(Path(value).read_bytes()).hexdigest()
+    return digests
 
 
 @dataclass(frozen=True)

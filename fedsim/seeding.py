@@ -19,7 +19,8 @@ class Stream(enum.IntEnum):
     """The initial model (no further keys): the same for every strategy and engine."""
     SAMPLING = 0xC0407
     """The clients a round samples (round), or those an asynchronous server sends the model to at its n-th
-    dispatch (n): with every client free and a round's number of places, the same draw as round n's."""
+    dispatch (n): with every client free, none with an empty shard, and a round's number of places, the same
+    draw as round n's."""
     SHUFFLE = 0x5EED
     """A rank's shuffle of its shard (epoch, rank, cycle), for allreduce/reweighted and `ShardSampler`."""
     STEP_DATA = 0x57E9

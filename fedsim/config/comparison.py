@@ -72,7 +72,8 @@ def comparison_configs(mapping: Mapping, strategies: Iterable[str], source: str 
         strategy = get_strategy(name)
         if not strategy.reads(field, rules[name]):
             return False
-        # fedbuff's and fedasync's settings reach the asynchronous ones: those named so, or all with `asynchronous`
+        # fedbuff's and fedasync's settings reach the asynchronous ones (those named so, or all with `asynchronous`),
+        # a round's deadline and over-selection the others
         asynchronous = dict(strategy.named_settings).get("asynchronous") or \
             (values.get("asynchronous") if strategy.reads("asynchronous", rules[name]) else None)
         return reads_asynchronous_setting(field, asynchronous)

@@ -28,19 +28,26 @@ ROUND_SETTINGS = {
     "stragglers": "slow clients are the clock's speeds",
     "dp_clip": "client-level DP's accountant counts rounds of sampled clients",
 }
+#: The settings of `ROUND_SETTINGS` that a comparison gives its synchronous strategies alone: how a round waits.
+SYNCHRONOUS_SETTINGS = ("round_deadline", "over_select")
 #: The server step settings fedasync's mixing replaces.
 SERVER_SETTINGS = ("server_lr", "server_momentum", "server_optimizer")
 
 
 def reads_asynchronous_setting(name: str, asynchronous: str | None) -> bool:
     """Return whether a run whose server is ``asynchronous`` (``None``: synchronous rounds) reads setting ``name``:
-    every setting but `ASYNC_SETTINGS`, which the asynchronous servers read (`ONLY_FOR` says which one).
+    `ASYNC_SETTINGS` are the asynchronous servers' (`ONLY_FOR` says which one), a round's deadline and
+    over-selection the synchronous rounds'; every other setting is read by both, or refused with one of them.
 
     Examples
     --------
     >>> [reads_asynchronous_setting(name, "fedasync") for name in ("buffer", "concurrency", "fraction")]
     [False, True, True]
+    >>> reads_asynchronous_setting("round_deadline", "fedbuff"), reads_asynchronous_setting("round_deadline", None)
+    (False, True)
     """
+    if name in SYNCHRONOUS_SETTINGS:
+        return asynchronous is None
     if name not in ASYNC_SETTINGS:
         return True
     return asynchronous is not None and ONLY_FOR.get(name, asynchronous) == asynchronous
@@ -50,7 +57,7 @@ def resolve_distribution_files(config) -> None:
     """Make a ``client_speed`` or ``bandwidth`` that names a file an absolute path, as every process reads it."""
     for name in ("client_speed", "bandwidth"):
         value = getattr(config, name)
-        if isinstance(value, str) and value and value.partition(":")[0] not in DISTRIBUTIONS:
+        if isinstance(value, str) and value.partition(":")[0] not in DISTRIBUTIONS and Path(value).expanduser().is_file():
             object.__setattr__(config, name, str(Path(value).expanduser().resolve()))
 
 
@@ -67,6 +74,10 @@ def check_timing(config, defaults: dict) -> None:
     object.__setattr__(config, "buffer", check_integer("buffer", config.buffer))
     if config.concurrency is not None:
         object.__setattr__(config, "concurrency", check_integer("concurrency", config.concurrency))
+    if config.over_select and config.dp_clip is not None:
+        raise SettingError("{over_select} keeps the fastest of more clients than a round's, so a fast client takes "
+                           "part more often than the sampling {dp_clip:name}'s accountant is told; use one of the two",
+                           over_select=config.over_select, dp_clip=config.dp_clip)
     if config.over_select and config.client_sampling == "poisson":
         raise SettingError("{over_select} samples a fixed number of clients beyond a round's; with {client_sampling} "
                            "a round's size is drawn: use one of the two", over_select=config.over_select,

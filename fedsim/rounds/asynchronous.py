@@ -200,6 +200,8 @@ class AsynchronousRounds(FedAvgRounds):
         super().load_state_dict(state)
         clock = state["asynchronous"]
         self.now, self.version, self.dispatches = clock["now"], clock["version"], clock["dispatches"]
-        self.in_flight = [InFlight(**flight) for flight in clock["in_flight"]]
+        self.in_flight = [InFlight(**{**flight, "update": [tensor.to(like) for tensor, like in
+                                                           zip(flight["update"], self.global_state)]})
+                          for flight in clock["in_flight"]]  # a checkpoint is read onto the CPU
         self.buffer = [tensor.to(like) for tensor, like in zip(clock["buffer"], self.global_state)]
         self.buffered, self.buffer_weight = clock["buffered"], clock["buffer_weight"]

@@ -53,10 +53,16 @@ def timed(tmp_path, seconds, **settings):
     ("uniform:3,1", r"must have 0 < A <= B"),
     ("constant:0", r"must have V > 0"),
     ("gamma:1,2", r"is neither a distribution .* nor a file"),
+    ("10", r"is neither a distribution .* nor a file"),
 ])
-def test_a_malformed_speed_is_one_error_naming_the_setting_and_the_forms(text, message):
-    with pytest.raises(SettingError, match=r"`client_speed`=.*" + message):
+def test_a_malformed_speed_is_one_error_naming_the_setting_as_given_and_the_forms(text, message):
+    with pytest.raises(SettingError, match=rf"`client_speed`='{text}' " + message):
         RunConfig(client_speed=text)
+
+
+def test_a_draw_that_gives_a_client_no_speed_is_refused_naming_the_setting():
+    with pytest.raises(SettingError, match=r"`bandwidth`='lognormal:-800,1' gives a client a speed or link of 0"):
+        ClientClock(RunConfig(bandwidth="lognormal:-800,1"), 3)
 
 
 def test_speeds_are_drawn_once_per_client_from_the_runs_seed_and_a_file_is_read_in_client_order(tmp_path):
@@ -159,3 +165,20 @@ def test_the_summary_gives_the_first_round_and_the_simulated_time_that_reach_the
     assert result.summary["target_round"] == reached["round"]
     assert result.summary["time_to_target_s"] == 4.0 * reached["round"]
     assert result.summary["sim_time_s"] == 12.0
+
+
+def test_over_selection_is_refused_with_client_level_dp_whose_accountant_it_would_mislead():
+    # a fast client kept from (1 + f) m drawn takes part more often than the sampling rate the accountant is told
+    with pytest.raises(SettingError, match=r"`over_select`=0.5 keeps the fastest of more clients than a round's, so a "
+                                           r"fast client takes part more often than the sampling `dp_clip`'s"):
+        RunConfig(over_select=0.5, dp_clip=1.0, dp_noise=1.0)
+
+
+def test_a_speeds_file_changed_since_the_run_started_refuses_the_resume_naming_it(tmp_path):
+    path = speeds_file(tmp_path, [1.0, 2.0, 4.0])
+    config = RunConfig(**{**FULL_BATCH, "rounds": 1}, client_speed=path)
+    run(config, tmp_path / "out")
+    speeds_file(tmp_path, [1.0, 2.0, 8.0])  # the same path, other speeds
+    with pytest.raises(SettingError, match=r"cannot resume .*: '.*speeds.txt', its `client_speed`, changed since the "
+                                           r"run started"):
+        run(config.replace(rounds=2), tmp_path / "out", resume=True)

@@ -75,3 +75,11 @@ def test_the_clients_accuracy_boxes_give_each_strategy_its_box_and_colour(tmp_pa
     assert [label.get_text() for label in axes.get_xticklabels()] == ["fedavg", "scaffold"]
     assert [patch.get_facecolor()[:3] for patch in axes.patches] == [colors["fedavg"][:3], colors["scaffold"][:3]]
     assert (tmp_path / "boxes.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_accuracy_is_drawn_against_simulated_time_where_asked():
+    timed = [{**row, "sim_time_s": 0.5 * row["round"] ** 2} for row in rows([0.5, 0.7, 0.8])]
+    figure = learning_curves({"fedbuff": timed}, against=("round", "time"))
+    by_round, by_time = figure.axes
+    assert [list(line.get_xdata()) for line in by_time.get_lines()] == [[0.5, 2.0, 4.5]]
+    assert by_time.get_xlabel() == "simulated seconds" and by_round.get_xlabel().startswith("round")
