@@ -24,7 +24,7 @@ ARITHMETIC_ENV_avx2 := ATEN_CPU_CAPABILITY=avx2 MKL_CBWR=AVX2 ONEDNN_MAX_CPU_ISA
 ARITHMETIC_ENV_plain := ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE ONEDNN_MAX_CPU_ISA=SSE41 OMP_NUM_THREADS=1
 ARITHMETICS := machine avx2 plain
 
-.PHONY: demo test test-arithmetic install clean
+.PHONY: demo test test-arithmetic docs install clean
 
 install: $(INSTALLED)
 
@@ -43,7 +43,13 @@ demo: $(INSTALLED)
 		--partition dirichlet --alpha 0.1 --num-partitions 10 --rounds 10 --batch-size 10 --lr 0.05 \
 		--out $(RESULTS)/demo
 
-test: $(INSTALLED)
+# The site, offline: every warning (a broken cross-reference, a public name without a docstring, a
+# page outside the table of contents) is an error; the gallery's scripts run as it builds. `make
+# test` builds it first, since a test opens it in a browser.
+docs: $(INSTALLED)
+	MPLBACKEND=Agg $(PYTHON) -m sphinx -b html -W --keep-going -n -q docs docs/_build/html
+
+test: $(INSTALLED) docs
 	$(PYTEST) --durations=10 $(PYTEST_ARGS)
 
 test-arithmetic: $(INSTALLED)
@@ -53,4 +59,4 @@ test-arithmetic: $(INSTALLED)
 	env $(ARITHMETIC_ENV_$(ARITHMETIC)) $(PYTEST) $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(RESULTS) .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(RESULTS) .pytest_cache .hypothesis build *.egg-info docs/_build docs/gallery

@@ -138,7 +138,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--engine", choices=ENGINES, default="inprocess")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--docs", help="also copy the table and three figures (heatmap, #C=2's curves and "
-                        "partition) into this folder, as the README shows them")
+                        "partition) into this folder, as the site's results page shows them")
     return parser.parse_args(argv)
 
 
@@ -342,7 +342,7 @@ def diverged_lines(runs: list[dict]) -> list[str]:
                                 run["summary"].get("diverged_where")) for run in runs if run["diverged"]]
 
 
-#: What `--docs` copies: the grid's table and figures (those it drew), renamed for the README.
+#: What `--docs` copies: the grid's table and figures (those it drew), renamed for the site's results page.
 DOCS_FILES = {"table.md": "table.md", "heatmap.png": "heatmap.png", "curves/c2.png": "curves-c2.png",
               "partitions/c2-stacked.png": "partition-c2.png", "clients/c2.png": "clients-c2.png",
               "clients/dir-0.1.png": "clients-dir-0.1.png", "privacy/dir-0.5.png": "privacy-dir-0.5.png",
@@ -381,7 +381,7 @@ def main(argv=None) -> None:
     if diverged:  # every invocation says so, the first and any rerun alike
         print(f"{len(diverged)} run(s) diverged, done and left out of the averages:\n  " + "\n  ".join(diverged))
     print(f"grid done in {time.perf_counter() - started:.0f} s this invocation; {len(written)} tables and figures "
-          f"in {out}" + (f", the README's copies in {args.docs}" if args.docs else ""))
+          f"in {out}" + (f", the site's copies in {args.docs}" if args.docs else ""))
 
 
 if __name__ == "__main__":

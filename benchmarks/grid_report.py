@@ -198,7 +198,8 @@ def markdown(plan: dict, rows: list[dict]) -> str:
     several = plan["seeds"] > 1
     # the clients' columns the runs measured (with local test sets; personalized with fine-tuning)
     client_keys = [key for key in CLIENT_MEASURES if any(not math.isnan(row.get(key, math.nan)) for row in rows)]
-    lines = [f"Final test accuracy{', mean ± std over seeds' if several else ''} ({title(plan)})", "",
+    lines = [f"# The grid: {title(plan)}", "",  # the page's title on the site
+             f"Final test accuracy{', mean ± std over seeds' if several else ''} ({title(plan)})", "",
              "| partition | EMD | " + " | ".join(strategies) + " |", "|---|---:|" + "---:|" * len(strategies)]
     for scheme in plan["partitions"]:
         cells = [by_cell.get((scheme, arm)) for arm in strategies]

@@ -5,7 +5,8 @@ It times plain training epochs (shuffle, forward, backward, SGD step) of the mod
 dataset's training samples at the batch size, keeps the best of ``--repeats``, and prints the
 time per sample: the number a run's simulated clock takes as ``--sample-seconds``, so that a
 client at speed 1 is this machine (`fedsim.rounds.clock`). fedsim's default is this script's
-number for McMahan et al.'s CNN on mnist-5k at batch 10, on the machine the README names.
+number for McMahan et al.'s CNN on mnist-5k at batch 10, on the machine the Time tutorial
+(docs/tutorials/time.md) names.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def environment(from_round: int = 0) -> dict:
         ``from_round``; the versions of fedsim, torch and flwr (``None`` when not installed);
         ``git_commit`` of the fedsim source tree (``None`` outside a git checkout); torch's CPU
         kernel family ``cpu_capability`` (AVX2, AVX512, ...: it decides summation orders, see the
-        README's numerics) and its intra-op ``threads``.
+        architecture page's numerics) and its intra-op ``threads``.
     """
     import torch
 

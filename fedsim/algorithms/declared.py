@@ -33,7 +33,7 @@ from .client_state import ClientStates
 
 class ServerState(list):
     """A method's tensors on the server, zeros shaped as ``like``: checkpointed, and sent to every client each
-    round with ``broadcast=True`` (a client reads them in `local_terms` and `after_client`)."""
+    round with ``broadcast=True`` (a client reads them in `Algorithm.local_terms` and `Algorithm.after_client`)."""
 
     def __init__(self, like, *, broadcast: bool = False):
         super().__init__(torch.zeros_like(tensor) for tensor in like)

@@ -130,7 +130,8 @@ def local_gradient(model, data, indices, *, task, generator: torch.Generator, we
     scaler : torch.amp.GradScaler, optional
         Scales the loss before ``backward`` (fp16 on CUDA).
     terms : fedsim.algorithms.LocalTerms, optional
-        An algorithm's client terms: their `sample_loss` is added to each sample's (class-weighted) loss.
+        An algorithm's client terms: their `~fedsim.algorithms.LocalTerms.sample_loss` is added to each
+        sample's (class-weighted) loss.
     """
     loss, result = batch_loss(model, data, indices, task=task, generator=generator, weight=weight,
                               class_weights=class_weights, noise_sigma=noise_sigma, amp=amp, terms=terms)

@@ -252,7 +252,7 @@ def test_fedsim_ddp_writes_the_folder_of_fedsim_run_and_resumes(one_node_resumed
 
 @pytest.mark.numerics
 def test_two_launchers_on_loopback_make_the_folder_of_one(one_node_resumed, tmp_path):
-    """The two-node command of the README, as two torchrun launchers of one process each on 127.0.0.1.
+    """The two-node command of the DDP tutorial, as two torchrun launchers of one process each on 127.0.0.1.
 
     The one-node folder was written in two starts (one round, then a resumed second): the same
     numbers show that resuming loses nothing.
@@ -365,10 +365,10 @@ def wait_for_rank(root: int, rank: int, timeout: float) -> int:
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_script.py"
 
 
-def test_the_readme_shows_the_example_ddp_script_as_it_is():
+def test_the_ddp_tutorial_shows_the_example_ddp_script_as_it_is():
     script = EXAMPLE.read_text()
-    readme = EXAMPLE.parents[1].joinpath("README.md").read_text()
-    assert script[script.index("import torch") :] in readme
+    tutorial = EXAMPLE.parents[1].joinpath("docs", "tutorials", "ddp.md").read_text()
+    assert script[script.index("import torch") :] in tutorial
 
 
 @pytest.mark.numerics

@@ -166,11 +166,17 @@ def test_each_yes_of_the_flower_simulation_column_runs_on_flower(tmp_path):
         assert list(results) == [f"{strategy}+fed{optimizer}"] and finite_loss(results[config.label])
 
 
-def test_the_readmes_excerpt_of_the_table_is_what_fedsim_strategies_prints(capsys):
+def test_the_readmes_summary_of_the_table_is_what_support_says():
     readme = (EXAMPLES.parents[1] / "README.md").read_text()
-    excerpt = readme[readme.index("```\nstrategy    in-process") + 4:]
-    excerpt = excerpt[: excerpt.index("```")]
-    assert main(["strategies"]) == 0
-    printed = capsys.readouterr().out.splitlines()
-    shown_lines = [line for line in excerpt.splitlines() if line != "..."]
-    assert len(shown_lines) >= 6 and all(line in printed for line in shown_lines)
+    section = readme[readme.index("## What runs where"):]
+    section = section[: section.index("\n## ")]
+    rows = [[cell.strip().strip("`") for cell in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("| ")]
+    header, rows = rows[0], rows[1:]
+    columns = {engine.column: name for name, engine in ENGINES.items()}
+    assert len(rows) >= 5 and all(column in columns for column in header[1:]), header
+    for names, *shown in rows:
+        for strategy in names.split(", "):
+            row = {cell.engine: cell for cell in support_table([strategy])[0]}
+            said = ["yes" if row[columns[column]].reason is None else "no" for column in header[1:]]
+            assert said == shown, (strategy, dict(zip(header[1:], said)))

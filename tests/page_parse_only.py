@@ -1,6 +1,6 @@
-"""Check a README command line as far as its settings go, without running it: ``python -P THIS ddp --nproc 2 ...``.
+"""Check a command line of a page (the README, a tutorial) as far as its settings go, without running it: ``python -P THIS ddp --nproc 2 ...``.
 
-The README's DDP and Flower commands start processes for minutes; the tests of those engines
+The pages' DDP and Flower commands start processes for minutes; the tests of those engines
 run the same settings. Here each such line is parsed by ``fedsim``'s own parser, and the config
 it would train is built and checked by the checks its command makes before it starts anything.
 """
