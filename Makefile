@@ -10,9 +10,12 @@ PYTEST_ARGS ?=
 # its time is spent starting processes and waiting on them (torchrun, Flower, Ray), which leaves a
 # core idle: two workers keep both of a 2-core machine busy. With torch's default two threads each,
 # they oversubscribed it and single tests ran 20 to 60 times slower (OpenMP's threads spin while
-# they wait). `TEST_WORKERS=0` runs the suite in one process with torch's default thread count.
+# they wait). `TEST_WORKERS=0` runs the suite in one process with torch's default thread count;
+# `TEST_THREADS=default` gives each worker torch's default thread count too, its OpenMP threads
+# waiting passively (OMP_WAIT_POLICY) rather than spinning while the other worker's run.
 TEST_WORKERS ?= 2
-WORKER_ENV := $(if $(filter 0,$(TEST_WORKERS)),,OMP_NUM_THREADS=1)
+TEST_THREADS ?= 1
+WORKER_ENV := $(if $(filter 0,$(TEST_WORKERS)),,$(if $(filter default,$(TEST_THREADS)),OMP_WAIT_POLICY=PASSIVE,OMP_NUM_THREADS=$(TEST_THREADS)))
 PYTEST := env $(WORKER_ENV) $(PYTHON) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The arithmetics the suite must hold under (DESIGN.md "Numerics"): ATen, MKL and oneDNN each pick their
