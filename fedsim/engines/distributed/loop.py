@@ -6,6 +6,7 @@ from functools import partial
 
 import torch.distributed as dist
 
+from ...interrupts import RunDiverged
 from ...results.outcome import RunResult
 from ...rounds.result import EngineRun, build_rounds
 from .collectives import broadcast_object
@@ -43,7 +44,14 @@ def run(config, out=None, *, resume: bool = False, quiet: bool = True, timeout_s
         engine_run = EngineRun.build(config, out, resume=resume, rounds=rounds, leader=ranks.leader,
                                      device=ranks.device)
         engine_run.start(quiet=quiet, share=broadcast_object)  # every rank resumes from rank 0's checkpoint
-        result = engine_run.drive()
+        try:
+            result = engine_run.drive()
+        except RunDiverged:
+            # every rank finds the divergence in the same round (the sums are all-reduced); rank 0 writes
+            # the summary that says so, and no rank may exit first: torchrun stops the others at the
+            # first rank's exit, and the launcher reads the summary to report the divergence
+            dist.barrier()
+            raise
         # no rank tears its gloo connections down while another still uses them (rank 0 writes the
         # summary last): a peer's closed pair can abort the other rank as it exits
         dist.barrier()
